@@ -1,0 +1,1 @@
+"""kbagent: the agent side of pytest-kernelbench (search, LLM client, prompts, CLI)."""

@@ -1,0 +1,54 @@
+"""How one evaluation is run: the knobs shared by pytest, ``kbagent eval`` and the worker."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("KB_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pytest-kernelbench"
+    )
+    return Path(base)
+
+
+def default_lock_dir() -> Path:
+    return Path(os.environ.get("KB_LOCK_DIR") or os.path.join(tempfile.gettempdir(), "pytest-kernelbench-locks"))
+
+
+@dataclasses.dataclass
+class EvalConfig:
+    device: str = "cpu"  # "cpu" or "cuda"
+    device_index: int = 0
+    timeout: float = 300.0  # wall-clock seconds per candidate, time waiting for the device lock excluded
+    mode: str = "eager"  # how the reference runs: "eager" or "compile" (torch.compile)
+    atol: float = 1e-2
+    rtol: float = 1e-2
+    trials: int = 5  # correctness trials, each with fresh seeded inputs
+    seed: int = 42
+    warmup: int = 3
+    min_reps: int = 0  # 0: device default (GPU 30, CPU 5)
+    max_reps: int = 0  # 0: device default (GPU 300, CPU 50)
+    max_time: float = 0.0  # seconds of timing per candidate; 0: device default (GPU 3, CPU 2)
+    lock_dir: str = ""
+    build_dir: str = ""  # TORCH_EXTENSIONS_DIR for load_inline builds
+    log_chars: int = 10_000  # how much of a failing candidate's log a result keeps
+
+    def __post_init__(self) -> None:
+        gpu = self.device == "cuda"
+        self.min_reps = self.min_reps or (30 if gpu else 5)
+        self.max_reps = self.max_reps or (300 if gpu else 50)
+        self.max_time = self.max_time or (3.0 if gpu else 2.0)
+        self.lock_dir = self.lock_dir or str(default_lock_dir())
+        self.build_dir = self.build_dir or os.environ.get("TORCH_EXTENSIONS_DIR") or str(default_cache_dir() / "torch_extensions")
+
+    @property
+    def device_label(self) -> str:
+        return f"cuda:{self.device_index}" if self.device == "cuda" else "cpu"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

@@ -1,0 +1,184 @@
+"""Isolated evaluation: one candidate, one fresh subprocess, one :class:`EvalResult`.
+
+The worker (``pytest_kernelbench.worker``) runs in its own process group with its
+output sent to a file. A hang past the time limit, a segfault, ``os._exit``, a
+100 MB log: each becomes a result here, the whole process group (children the
+candidate forked included) is killed, and the caller goes on with a clean slate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .candidates import Candidate
+from .config import EvalConfig
+from .outcome import STAGE_FAILURE, Outcome
+from .problems import Problem
+from .result import EvalResult, TimingStats
+
+_POLL_SECONDS = 0.05
+
+
+def _read_tail(path: Path, limit: int) -> str:
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            if size > limit:
+                fh.seek(size - limit)
+            data = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    if size > limit:
+        return f"[log truncated: last {limit} of {size} bytes]\n" + data
+    return data
+
+
+def _stage_log(path: Path) -> tuple[str, float]:
+    """The last stage the worker announced, and the seconds it spent waiting for the device lock."""
+    stage, waited, wait_started = "start", 0.0, None
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return stage, 0.0
+    for line in lines:
+        name, _, stamp = line.partition(" ")
+        try:
+            t = float(stamp)
+        except ValueError:
+            continue
+        if wait_started is not None:
+            waited += t - wait_started
+            wait_started = None
+        if name == "wait_lock":
+            wait_started = t
+        stage = name
+    return stage, waited
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+def worker_env(config: EvalConfig) -> dict[str, str]:
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    env["TORCH_EXTENSIONS_DIR"] = config.build_dir
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig) -> EvalResult:
+    """Judge ``candidate`` against ``problem`` in a fresh subprocess; never raises for candidate faults."""
+    started = time.monotonic()
+    base = EvalResult(
+        problem=problem.id,
+        level=problem.level,
+        problem_id=problem.problem_id,
+        outcome=Outcome.UNKNOWN_ERROR,
+        device=config.device_label,
+        mode=config.mode,
+        source_hash=candidate.source_hash,
+        candidate_path=candidate.path,
+    )
+    Path(config.build_dir).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kb-eval-") as tmp:
+        work = Path(tmp)
+        problem_path = work / f"problem_{problem.name}.py"
+        candidate_path = work / f"candidate_{problem.name}.py"
+        problem_path.write_text(problem.source)
+        candidate_path.write_text(candidate.source)
+        spec = {
+            "problem_path": str(problem_path),
+            "candidate_path": str(candidate_path),
+            "result_path": str(work / "result.json"),
+            "status_path": str(work / "status.log"),
+            "config": config.to_dict(),
+        }
+        (work / "spec.json").write_text(json.dumps(spec))
+        log_path = work / "worker.log"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pytest_kernelbench.worker", str(work / "spec.json")],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=tmp,
+                env=worker_env(config),
+                start_new_session=True,
+            )
+            timed_out = False
+            try:
+                while proc.poll() is None:
+                    time.sleep(_POLL_SECONDS)
+                    _, waited = _stage_log(Path(spec["status_path"]))
+                    if time.monotonic() - started - waited > config.timeout:
+                        timed_out = True
+                        break
+            finally:
+                _kill_group(proc)  # also reaps children the candidate left behind
+        stage, waited = _stage_log(Path(spec["status_path"]))
+        log_tail = _read_tail(log_path, config.log_chars)
+        base.wall_seconds = time.monotonic() - started
+        result_path = Path(spec["result_path"])
+        if timed_out:
+            base.outcome, base.stage = Outcome.TIMEOUT, stage
+            base.message = f"timed out after {config.timeout:g} s during stage '{stage}'" + _with_log(log_tail)
+            return base
+        if not result_path.exists():
+            base.stage = stage
+            if proc.returncode < 0:  # a signal: segfault, abort, OOM kill
+                base.outcome = STAGE_FAILURE.get(stage, Outcome.UNKNOWN_ERROR)
+            base.message = (
+                f"worker {_describe_exit(proc.returncode)} during stage '{stage}' without reporting a result"
+                + _with_log(log_tail)
+            )
+            return base
+        return _merge(base, json.loads(result_path.read_text()), log_tail)
+
+
+def _with_log(log_tail: str) -> str:
+    return f"\n--- log tail ---\n{log_tail}" if log_tail.strip() else ""
+
+
+def _merge(base: EvalResult, found: dict, log_tail: str) -> EvalResult:
+    base.outcome = Outcome(found["outcome"])
+    base.stage = found.get("stage", "")
+    base.device_name = found.get("device_name", "")
+    base.versions = found.get("versions", {})
+    base.stage_seconds = {k: round(v, 4) for k, v in found.get("stage_seconds", {}).items()}
+    base.max_abs_diff = found.get("max_abs_diff")
+    base.trials = found.get("trials", 0)
+    samples = found.get("samples")
+    if base.outcome is Outcome.CORRECT and samples:
+        base.ref = TimingStats.from_samples(samples["ref"])
+        base.new = TimingStats.from_samples(samples["new"])
+        base.speedup = base.ref.median / base.new.median if base.new.median > 0 else float("inf")
+        base.message = ""
+    else:
+        base.message = found.get("message", "") + (_with_log(log_tail) if base.outcome is not Outcome.CORRECT else "")
+    return base

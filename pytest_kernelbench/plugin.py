@@ -1,0 +1,274 @@
+"""The pytest plugin: options, items, fixtures and reports.
+
+Every selected problem becomes one item ``test_kernel[L1-19_ReLU]`` of the module
+``pytest_kernelbench/kernel_items.py``, which the plugin adds to the session's
+arguments, so a run works from any folder with no test file of the user's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import benchmark_bridge
+from .candidates import BASELINE, Candidate, candidate_paths, find_candidate
+from .config import EvalConfig
+from .errors import KernelBenchUsageError
+from .problems import Problem, dataset_specs, parse_id_ranges, parse_levels, select_problems
+from .report import ReportWriter, environment
+from .result import EvalResult
+from .terminal import render_summary
+
+ITEMS_MODULE = Path(__file__).with_name("kernel_items.py")
+# Options whose presence on the command line asks for a kernelbench run.
+_TRIGGERS = ("kb_level", "kb_problems", "kb_dataset", "kb_solutions")
+_HAS_PYTEST_TIMEOUT = importlib.util.find_spec("pytest_timeout") is not None
+
+session_key = pytest.StashKey["KernelBenchSession"]()
+result_key = pytest.StashKey[EvalResult]()
+
+
+@dataclasses.dataclass
+class KernelBenchSession:
+    problems: list[Problem]
+    solutions: str
+    eval_config: EvalConfig
+    min_speedup: float
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kernelbench", "KernelBench problems as pytest items")
+    group.addoption("--level", dest="kb_level", help="problem level(s): mini (bundled, default), 0, 1, 2, 3, 3-metr, 4, 5; comma-separated")
+    group.addoption("--problems", dest="kb_problems", help="problem ids and inclusive ranges, e.g. 1-5,7")
+    group.addoption(
+        "--dataset",
+        dest="kb_dataset",
+        action="append",
+        help="KernelBench problems: a problems.jsonl, a folder of them, a KernelBench checkout, or 'hf' "
+        "(repeatable; env KERNELBENCH_DATASET)",
+    )
+    group.addoption("--solutions", dest="kb_solutions", help="folder of ModelNew files (solutions/<level>/<name>.py), or 'baseline'")
+    group.addoption("--device", dest="kb_device", choices=("cpu", "cuda"), help="where to judge (default: cuda if available)")
+    timeout_flags = ["--kb-timeout"] if _HAS_PYTEST_TIMEOUT else ["--timeout", "--kb-timeout"]
+    group.addoption(*timeout_flags, dest="kb_timeout", type=float, help="wall-clock seconds per candidate (default 300)")
+    group.addoption("--mode", dest="kb_mode", choices=("eager", "compile"), default="eager", help="how the reference runs")
+    group.addoption("--atol", dest="kb_atol", type=float, default=1e-2, help="absolute tolerance (default 1e-2)")
+    group.addoption("--rtol", dest="kb_rtol", type=float, default=1e-2, help="relative tolerance (default 1e-2)")
+    group.addoption("--trials", dest="kb_trials", type=int, default=5, help="correctness trials with fresh inputs (default 5)")
+    group.addoption("--kb-seed", dest="kb_seed", type=int, default=42, help="base random seed (default 42)")
+    group.addoption("--kb-report", dest="kb_report", help="write every result and the run's metadata to this JSON file")
+    group.addoption("--min-speedup", dest="kb_min_speedup", type=float, default=0.0, help="fail correct items slower than this")
+    group.addoption("--kb-lock-dir", dest="kb_lock_dir", help="folder of per-device timing locks (env KB_LOCK_DIR)")
+    parser.addini("kb_run_by_default", "run the kernelbench items when pytest gets no path arguments", type="bool", default=False)
+    parser.addini("kb_solutions", "default --solutions, relative to the rootdir", default="")
+
+
+def _active(config: pytest.Config) -> bool:
+    if any(config.getoption(name) for name in _TRIGGERS):
+        return True
+    return bool(config.getini("kb_run_by_default")) and config.args_source != pytest.Config.ArgsSource.ARGS
+
+
+def _pick_device(requested: str | None) -> str:
+    import torch
+
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise KernelBenchUsageError("--device cuda: no CUDA device is visible (torch.cuda.is_available() is False); use --device cpu")
+    return requested or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _timeout(config: pytest.Config) -> float:
+    value = config.getoption("kb_timeout")
+    if value is None and _HAS_PYTEST_TIMEOUT:
+        value = config.getoption("timeout", None) or None  # pytest-timeout owns --timeout
+    if value is not None and value <= 0:
+        raise KernelBenchUsageError(f"--timeout {value:g}: must be a positive number of seconds")
+    return float(value or 300.0)
+
+
+def _solutions(config: pytest.Config) -> str:
+    value = config.getoption("kb_solutions") or config.getini("kb_solutions") or BASELINE
+    if value == BASELINE:
+        return value
+    path = Path(value)
+    if not path.is_absolute() and not config.getoption("kb_solutions"):
+        path = config.rootpath / path
+    if not path.is_dir():
+        raise KernelBenchUsageError(f"--solutions {value}: no such folder; pass a folder of ModelNew files or 'baseline'")
+    return str(path.resolve())
+
+
+def _build_session(config: pytest.Config) -> KernelBenchSession:
+    levels = parse_levels(config.getoption("kb_level"))
+    ids = parse_id_ranges(config.getoption("kb_problems"))
+    problems = select_problems(levels, ids, dataset_specs(config.getoption("kb_dataset")))
+    if config.getoption("kb_trials") < 1:
+        raise KernelBenchUsageError("--trials must be at least 1")
+    device = _pick_device(config.getoption("kb_device"))
+    eval_config = EvalConfig(
+        device=device,
+        device_index=_device_index(config),
+        timeout=_timeout(config),
+        mode=config.getoption("kb_mode"),
+        atol=config.getoption("kb_atol"),
+        rtol=config.getoption("kb_rtol"),
+        trials=config.getoption("kb_trials"),
+        seed=config.getoption("kb_seed"),
+        lock_dir=config.getoption("kb_lock_dir") or "",
+    )
+    return KernelBenchSession(problems, _solutions(config), eval_config, config.getoption("kb_min_speedup"))
+
+
+def _report_writer(config: pytest.Config, session: KernelBenchSession) -> ReportWriter:
+    options = {
+        "levels": sorted({p.level for p in session.problems}),
+        "problems": config.getoption("kb_problems"),
+        "datasets": dataset_specs(config.getoption("kb_dataset")),
+        "solutions": session.solutions,
+        "min_speedup": session.min_speedup,
+        **{k: v for k, v in session.eval_config.to_dict().items() if k not in ("lock_dir", "build_dir")},
+    }
+    return ReportWriter(config.getoption("kb_report"), options, environment(session.eval_config.device_label))
+
+
+def _device_index(config: pytest.Config) -> int:
+    """xdist workers spread over the visible GPUs: gw0 -> cuda:0, gw1 -> cuda:1, ..."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return 0
+    try:
+        import torch
+
+        count = torch.cuda.device_count()
+    except ImportError:
+        count = 0
+    return int(worker[2:]) % count if count else 0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped without one")
+    if not _active(config):
+        return
+    try:
+        session = _build_session(config)
+    except KernelBenchUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[session_key] = session
+    items = str(ITEMS_MODULE)
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        config.args.append(items)
+    else:
+        config.args[:] = [items]
+    if not hasattr(config, "workerinput"):  # xdist workers send their reports to the controller
+        config.pluginmanager.register(ResultReporter(session, _report_writer(config, session)), "kernelbench-reporter")
+    if config.pluginmanager.hasplugin("benchmark"):
+        config.pluginmanager.register(benchmark_bridge, "kernelbench-benchmark-bridge")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    session = config.stash.get(session_key, None)
+    if session is None:
+        return []
+    cfg = session.eval_config
+    levels = sorted({p.level for p in session.problems})
+    return [
+        f"kernelbench: {len(session.problems)} problems (level {', '.join(levels)}), candidates: {session.solutions}, "
+        f"device: {cfg.device_label}, mode: {cfg.mode}, timeout: {cfg.timeout:g}s, atol/rtol: {cfg.atol:g}/{cfg.rtol:g}"
+    ]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "kb_problem" not in metafunc.fixturenames:
+        return
+    session = metafunc.config.stash.get(session_key, None)
+    problems = session.problems if session else []
+    marks = {"4": pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason=_LEVEL4_REASON)}
+    timeout = session.eval_config.timeout if session else 300.0
+    params = [
+        pytest.param(
+            p,
+            id=p.id,
+            marks=[m for m in (marks.get(p.level), _pytest_timeout_mark(timeout)) if m is not None],
+        )
+        for p in problems
+    ]
+    metafunc.parametrize("kb_problem", params)
+
+
+_LEVEL4_REASON = "level 4 needs Hugging Face transformers and model weights: pip install transformers and make the weights loadable"
+
+
+def _pytest_timeout_mark(timeout: float) -> Any:
+    # With pytest-timeout installed, give items room beyond our own per-candidate limit.
+    return pytest.mark.timeout(timeout * 2 + 120) if _HAS_PYTEST_TIMEOUT else None
+
+
+@pytest.fixture
+def kb_session(request: pytest.FixtureRequest) -> KernelBenchSession:
+    session = request.config.stash.get(session_key, None)
+    if session is None:
+        pytest.skip("not a kernelbench run")
+    return session
+
+
+@pytest.fixture
+def kb_candidate(kb_problem: Problem, kb_session: KernelBenchSession) -> Candidate:
+    """The candidate to judge for this item; skips when the solutions folder has none."""
+    device = kb_session.eval_config.device
+    candidate = find_candidate(kb_session.solutions, kb_problem, device)
+    if candidate is None:
+        looked = ", ".join(p.name for p in candidate_paths(Path(kb_session.solutions), kb_problem, device)[:2])
+        pytest.skip(f"no solution for {kb_problem.id} in {kb_session.solutions} (looked for {looked} under level{kb_problem.level}/, {kb_problem.level}/ and the folder itself)")
+    return candidate
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Our items are benchmarks: let pytest-benchmark see that (--benchmark-only / --benchmark-skip).
+    if config.pluginmanager.hasplugin("benchmark"):
+        for item in items:
+            names = getattr(item, "fixturenames", None)
+            if names is not None and "kb_problem" in names and "benchmark" not in names:
+                names.append("benchmark")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    result = item.stash.get(result_key, None)
+    if result is not None and report.when == "call":
+        report.kb_result = result.to_dict()  # travels to the xdist controller with the report
+    return report
+
+
+class ResultReporter:
+    """Controller-side: gathers every item's result as its report arrives (also from xdist workers),
+    writes the JSON report as it goes, and prints the summary table at the end."""
+
+    def __init__(self, session: KernelBenchSession, writer: ReportWriter):
+        self.session = session
+        self.writer = writer
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "kb_result", None)
+        if data:
+            self.writer.add(EvalResult.from_dict(data))
+
+    def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
+        self.writer.close()
+        if not self.writer.results:
+            return
+        tw = terminalreporter._tw
+        text = render_summary(
+            self.writer.results, verbose=config.getoption("verbose") > 0, width=max(tw.fullwidth, 60), color=tw.hasmarkup
+        )
+        terminalreporter.write_sep("=", "kernelbench")
+        terminalreporter.write(text)
+        if self.writer.path:
+            terminalreporter.write_line(f"kernelbench report: {self.writer.path}")

@@ -1,0 +1,115 @@
+"""Plain-data results: what one evaluation found, with JSON in and out."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from typing import Any
+
+from .outcome import Outcome, reward
+
+
+@dataclasses.dataclass
+class TimingStats:
+    """Summary of repeated timings, in milliseconds, with the raw samples kept."""
+
+    median: float
+    mean: float
+    std: float
+    min: float
+    max: float
+    iqr: float
+    rounds: int
+    samples: list[float]
+
+    @classmethod
+    def from_samples(cls, samples_ms: list[float]) -> "TimingStats":
+        if not samples_ms:
+            raise ValueError("no timing samples")
+        ordered = sorted(samples_ms)
+        if len(ordered) >= 4:
+            q = statistics.quantiles(ordered, n=4)
+            iqr = q[2] - q[0]
+        else:
+            iqr = ordered[-1] - ordered[0]
+        return cls(
+            median=statistics.median(ordered),
+            mean=statistics.fmean(ordered),
+            std=statistics.stdev(ordered) if len(ordered) > 1 else 0.0,
+            min=ordered[0],
+            max=ordered[-1],
+            iqr=iqr,
+            rounds=len(ordered),
+            samples=list(samples_ms),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "TimingStats | None":
+        return cls(**data) if data else None
+
+
+@dataclasses.dataclass
+class EvalResult:
+    """Everything a report needs about one (problem, candidate) evaluation."""
+
+    problem: str  # the item id, e.g. "L1-19_ReLU"
+    level: str
+    problem_id: int
+    outcome: Outcome
+    message: str = ""
+    stage: str = ""  # the stage that decided the outcome
+    speedup: float | None = None
+    ref: TimingStats | None = None
+    new: TimingStats | None = None
+    max_abs_diff: float | None = None
+    trials: int = 0
+    device: str = ""
+    device_name: str = ""
+    mode: str = "eager"
+    source_hash: str = ""
+    candidate_path: str = ""
+    versions: dict[str, str] = dataclasses.field(default_factory=dict)
+    stage_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    wall_seconds: float = 0.0
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def reward(self) -> float:
+        return reward(self.outcome, self.speedup)
+
+    @property
+    def correct(self) -> bool:
+        return self.outcome is Outcome.CORRECT
+
+    @property
+    def ref_ms(self) -> float | None:
+        return self.ref.median if self.ref else None
+
+    @property
+    def new_ms(self) -> float | None:
+        return self.new.median if self.new else None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["outcome"] = self.outcome.value
+        data["reward"] = self.reward
+        data["ref_ms"] = self.ref_ms
+        data["new_ms"] = self.new_ms
+        for key in ("speedup", "max_abs_diff"):
+            value = data[key]
+            if isinstance(value, float) and not math.isfinite(value):
+                data[key] = None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EvalResult":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in fields}
+        kwargs["outcome"] = Outcome(kwargs["outcome"])
+        kwargs["ref"] = TimingStats.from_dict(kwargs.get("ref"))
+        kwargs["new"] = TimingStats.from_dict(kwargs.get("new"))
+        return cls(**kwargs)

@@ -1,0 +1,63 @@
+"""Detect candidate code that patches the clocks, torch, or the harness itself.
+
+A snapshot holds every callable in the namespaces a measurement
+or a reference computation depends on; after each candidate stage the snapshot is
+compared again. Attributes a candidate *adds* are fine; ones it *replaces* or
+*deletes* are reported by name, and the judge rejects the candidate.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import torch
+
+
+def _namespaces() -> dict[str, Any]:
+    spaces: dict[str, Any] = {
+        "time": time,
+        "torch": torch,
+        "torch.nn.functional": torch.nn.functional,
+        "torch.Tensor": torch.Tensor,
+        "torch._C.TensorBase": torch._C.TensorBase,
+        "torch.nn.Module": torch.nn.Module,
+        "torch._C._nn": torch._C._nn,
+    }
+    if torch.cuda.is_available():
+        spaces["torch.cuda"] = torch.cuda
+        spaces["torch.cuda.Event"] = torch.cuda.Event
+        spaces["torch._C._CudaEventBase"] = torch._C._CudaEventBase
+    for name, module in list(sys.modules.items()):
+        if name.startswith("pytest_kernelbench") and module is not None:
+            spaces[name] = module
+    return spaces
+
+
+def snapshot() -> dict[str, Any]:
+    ids: dict[str, Any] = {}
+    for space_name, space in _namespaces().items():
+        for attr, value in list(vars(space).items()):
+            if callable(value) or isinstance(value, (staticmethod, classmethod, property)):
+                ids[f"{space_name}.{attr}"] = value
+    return ids
+
+
+def changed_since(before: dict[str, Any]) -> list[str]:
+    """Names whose value was replaced or deleted since ``before`` was taken."""
+    spaces = _namespaces()
+    changed = []
+    for key, original in before.items():
+        space_name, _, attr = key.rpartition(".")
+        space = spaces.get(space_name)
+        if space is None:
+            changed.append(key)
+            continue
+        value = vars(space).get(attr, _MISSING)
+        if value is not original:
+            changed.append(key)
+    return changed
+
+
+_MISSING = object()

@@ -1,0 +1,93 @@
+"""Device timers, bound before any candidate code is imported.
+
+Every function the timers call is looked up once, here, when :class:`Clocks` is
+built; a candidate that later patches ``time.perf_counter``, ``torch.cuda.Event``
+or ``torch.cuda.synchronize`` changes nothing we measure (and the tamper check
+reports it).
+
+GPU: each repetition flushes L2 (writes a buffer twice the L2 size), synchronizes
+the whole device, records CUDA events around one call on the current stream, and
+synchronizes the whole device again, so work queued on other streams is inside
+the measurement. CPU: ``perf_counter`` around one call.
+
+Reference and candidate are timed interleaved (alternating which goes first)
+after a warm-up, for at least ``min_reps`` and at most ``max_reps`` repetitions
+or until ``max_time`` seconds have passed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import torch
+
+
+class Clocks:
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.perf_counter = time.perf_counter
+        self.is_cuda = device.type == "cuda"
+        if self.is_cuda:
+            self._event_base = torch._C._CudaEventBase
+            self._record = torch._C._CudaEventBase.record
+            self._elapsed = torch._C._CudaEventBase.elapsed_time
+            self._synchronize = torch._C._cuda_synchronize
+            self._current_stream = torch.cuda.current_stream
+            self._zero = torch.Tensor.zero_
+            l2_bytes = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 50 * 2**20)
+            self.l2_bytes = l2_bytes
+            self._flush_buffer = torch.empty(2 * l2_bytes // 4, dtype=torch.int32, device=device)
+
+    def synchronize(self) -> None:
+        if self.is_cuda:
+            self._synchronize()
+
+    def flush_l2(self) -> None:
+        if self.is_cuda:
+            self._zero(self._flush_buffer)
+
+    def time_once(self, fn: Callable[[], Any]) -> tuple[float, Any]:
+        """Milliseconds one call of ``fn`` takes on the device, and what it returned."""
+        if not self.is_cuda:
+            start = self.perf_counter()
+            out = fn()
+            return (self.perf_counter() - start) * 1e3, out
+        self.flush_l2()
+        self._synchronize()
+        start = self._event_base(enable_timing=True)
+        end = self._event_base(enable_timing=True)
+        stream = self._current_stream()
+        self._record(start, stream)
+        out = fn()
+        self._record(end, stream)
+        self._synchronize()
+        return float(self._elapsed(start, end)), out
+
+
+def time_interleaved(
+    clocks: Clocks,
+    fns: dict[str, Callable[[], Any]],
+    *,
+    warmup: int,
+    min_reps: int,
+    max_reps: int,
+    max_time: float,
+) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """Samples (ms) per named function, and the output of each one's last timed call."""
+    names = list(fns)
+    for _ in range(warmup):
+        for name in names:
+            fns[name]()
+    clocks.synchronize()
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    last: dict[str, Any] = {}
+    started = clocks.perf_counter()
+    for rep in range(max_reps):
+        order = names if rep % 2 == 0 else names[::-1]
+        for name in order:
+            ms, last[name] = clocks.time_once(fns[name])
+            samples[name].append(ms)
+        if rep + 1 >= min_reps and clocks.perf_counter() - started > max_time:
+            break
+    return samples, last
