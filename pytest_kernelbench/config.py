@@ -35,6 +35,7 @@ class EvalConfig:
     max_reps: int = 0  # 0: device default (GPU 300, CPU 50)
     max_time: float = 0.0  # seconds of timing per candidate; 0: device default (GPU 3, CPU 2)
     lock_dir: str = ""
+    lock_timeout: float = 3600.0  # seconds to wait for the device lock before giving up
     build_dir: str = ""  # TORCH_EXTENSIONS_DIR for load_inline builds
     log_chars: int = 10_000  # how much of a failing candidate's log a result keeps
 

@@ -40,26 +40,34 @@ def _read_tail(path: Path, limit: int) -> str:
     return data
 
 
-def _stage_log(path: Path) -> tuple[str, float]:
-    """The last stage the worker announced, and the seconds it spent waiting for the device lock."""
-    stage, waited, wait_started = "start", 0.0, None
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return stage, 0.0
-    for line in lines:
-        name, _, stamp = line.partition(" ")
+class _StatusWatcher:
+    """Follows the stages the worker announces, timing lock waits on this side's clock."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.stage = "start"
+        self.waited = 0.0
+        self._wait_started: float | None = None
+        self._seen = 0
+
+    def poll(self) -> None:
         try:
-            t = float(stamp)
-        except ValueError:
-            continue
-        if wait_started is not None:
-            waited += t - wait_started
-            wait_started = None
-        if name == "wait_lock":
-            wait_started = t
-        stage = name
-    return stage, waited
+            lines = self.path.read_text().splitlines()
+        except OSError:
+            return
+        now = time.monotonic()
+        for line in lines[self._seen :]:
+            name = line.partition(" ")[0]
+            if self._wait_started is not None:
+                self.waited += now - self._wait_started
+                self._wait_started = None
+            if name == "wait_lock":
+                self._wait_started = now
+            self.stage = name
+        self._seen = len(lines)
+
+    def waiting_now(self) -> float:
+        return self.waited + (time.monotonic() - self._wait_started if self._wait_started is not None else 0.0)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -132,16 +140,18 @@ def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig) -> Eval
                 start_new_session=True,
             )
             timed_out = False
+            watcher = _StatusWatcher(Path(spec["status_path"]))
             try:
                 while proc.poll() is None:
                     time.sleep(_POLL_SECONDS)
-                    _, waited = _stage_log(Path(spec["status_path"]))
-                    if time.monotonic() - started - waited > config.timeout:
+                    watcher.poll()
+                    if time.monotonic() - started - watcher.waiting_now() > config.timeout:
                         timed_out = True
                         break
             finally:
                 _kill_group(proc)  # also reaps children the candidate left behind
-        stage, waited = _stage_log(Path(spec["status_path"]))
+        watcher.poll()
+        stage = watcher.stage
         log_tail = _read_tail(log_path, config.log_chars)
         base.wall_seconds = time.monotonic() - started
         result_path = Path(spec["result_path"])

@@ -153,6 +153,8 @@ def _device_index(config: pytest.Config) -> int:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped without one")
+    # Our items record JUnit properties on purpose; readers of the XML (CI dashboards) accept them.
+    config.addinivalue_line("filterwarnings", "ignore:record_property is incompatible with junit_family")
     if not _active(config):
         return
     try:

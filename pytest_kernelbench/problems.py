@@ -65,8 +65,20 @@ def load_problem_file(path: Path, level: str) -> Problem:
     return Problem(level, int(match.group(1)), path.stem, path.read_text(), str(path))
 
 
+def problem_from_path(path: Path) -> Problem:
+    """Any KernelBench-format file, named or not like ``19_ReLU.py`` (for ``kbagent eval``)."""
+    if not path.is_file():
+        raise KernelBenchUsageError(f"{path}: no such problem file")
+    parent = path.parent.name
+    level = _level_str(parent) if parent.lower().startswith("level") else "file"
+    match = _FILE_RE.match(path.name)
+    problem_id = int(match.group(1)) if match else 0
+    return Problem(level, problem_id, path.stem, path.read_text(), str(path))
+
+
 def load_folder(folder: Path, level: str) -> list[Problem]:
-    return [load_problem_file(p, level) for p in sorted(folder.glob("*.py")) if _FILE_RE.match(p.name)]
+    problems = [load_problem_file(p, level) for p in folder.glob("*.py") if _FILE_RE.match(p.name)]
+    return sorted(problems, key=lambda p: p.problem_id)
 
 
 def load_jsonl(path: Path) -> list[Problem]:
@@ -169,9 +181,11 @@ def parse_id_ranges(text: str | None) -> IdSelection | None:
 
 
 def parse_levels(text: str | None) -> list[str]:
+    """Levels by name; ``KB_EXTRA_LEVELS`` (comma-separated) admits levels of your own datasets."""
     levels = [_level_str(t) for t in (text or BUNDLED_LEVEL).split(",") if t.strip()]
+    extra = [t.strip() for t in os.environ.get("KB_EXTRA_LEVELS", "").split(",") if t.strip()]
     for level in levels:
-        if level not in KNOWN_LEVELS:
+        if level not in KNOWN_LEVELS and level not in extra:
             raise KernelBenchUsageError(f"--level {level}: unknown level; choose from {', '.join(KNOWN_LEVELS)}")
     return levels
 

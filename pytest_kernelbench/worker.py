@@ -59,7 +59,11 @@ def _tail(text: str, limit: int = 4000) -> str:
 
 
 def _exc_text(exc: BaseException) -> str:
-    return _tail("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    """The traceback from the first frame outside this module (the candidate's or torch's code)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    return _tail("".join(traceback.format_exception(type(exc), exc, tb)))
 
 
 def _load_module(name: str, path: str) -> Any:
@@ -75,6 +79,8 @@ def judge(spec: dict[str, Any], status: Status) -> dict[str, Any]:
     import torch
 
     from . import compare, tamper, timing
+    from filelock import Timeout
+
     from .locking import device_lock
 
     cfg = spec["config"]
@@ -184,7 +190,12 @@ def judge(spec: dict[str, Any], status: Status) -> dict[str, Any]:
     # time, under the device lock
     status.enter("wait_lock")
     key = found["device_name"] + (f":{_device_uuid(torch, device)}" if device.type == "cuda" else "")
-    with device_lock(cfg["lock_dir"], key if device.type == "cuda" else "cpu"):
+    lock = device_lock(cfg["lock_dir"], key if device.type == "cuda" else "cpu")
+    try:
+        lock.acquire(timeout=float(cfg["lock_timeout"]))
+    except Timeout:
+        raise StageFailure("unknown_error", f"could not take the device lock {lock.lock_file} in {cfg['lock_timeout']:g} s") from None
+    try:
         status.enter("time")
         seed_all(seed + 1000)
         timed_inputs = to_device(list(reference.get_inputs()))
@@ -208,6 +219,8 @@ def judge(spec: dict[str, Any], status: Status) -> dict[str, Any]:
                 )
         except BaseException as exc:
             raise StageFailure("runtime_error", "while timing: " + _exc_text(exc)) from None
+    finally:
+        lock.release()
     check_tamper("timing")
     ok, reason, _ = compare.compare_outputs(last["new"], last["ref"], cfg["atol"], cfg["rtol"])
     if not ok:
@@ -219,6 +232,12 @@ def judge(spec: dict[str, Any], status: Status) -> dict[str, Any]:
 def _device_name(torch: Any, device: Any) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
     return platform.processor() or platform.machine() or "cpu"
 
 

@@ -1,0 +1,12 @@
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x):
+        import ctypes
+        ctypes.string_at(0)  # segmentation fault

@@ -1,0 +1,32 @@
+"""Paths and small builders shared by the tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pytest_kernelbench.candidates import load_candidate_file
+from pytest_kernelbench.config import EvalConfig
+from pytest_kernelbench.problems import problem_from_path
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+DATA = TESTS / "data"
+TINY_PROBLEM = DATA / "tiny" / "level9" / "1_TinyLinear.py"
+BROKEN = DATA / "broken"
+# The KernelBench data lies beside the checkout (../shared/kernelbench), or where KERNELBENCH_DATASET says.
+SHARED_KB = Path(os.environ.get("KB_TEST_DATA", REPO.parent / "shared" / "kernelbench"))
+
+
+def tiny_problem():
+    return problem_from_path(TINY_PROBLEM)
+
+
+def broken(name: str):
+    return load_candidate_file(BROKEN / f"{name}.py")
+
+
+def cpu_config(**overrides) -> EvalConfig:
+    settings = {"device": "cpu", "timeout": 60.0, "trials": 3, "max_time": 0.2}
+    settings.update(overrides)
+    return EvalConfig(**settings)

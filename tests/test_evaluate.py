@@ -1,0 +1,125 @@
+"""The judge's outcome for deliberately broken candidates: one per outcome, plus crashes that must stay results."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from helpers import broken, cpu_config, tiny_problem
+from pytest_kernelbench.candidates import baseline_candidate
+from pytest_kernelbench.evaluate import evaluate
+from pytest_kernelbench.outcome import Outcome
+
+
+def judge(name, **config):
+    return evaluate(tiny_problem(), broken(name), cpu_config(**config))
+
+
+def test_correct_candidate_has_speedup_timings_and_metadata():
+    result = judge("correct")
+    assert result.outcome is Outcome.CORRECT, result.message
+    assert result.speedup == pytest.approx(result.ref.median / result.new.median)
+    assert result.reward == pytest.approx(result.speedup - 1)
+    assert result.ref.rounds == len(result.ref.samples) >= 5
+    assert result.new.rounds == len(result.new.samples) >= 5
+    assert result.ref.min <= result.ref.median <= result.ref.max
+    assert result.trials == 3 and result.max_abs_diff < 1e-4
+    assert result.versions["torch"] and result.device == "cpu" and result.device_name
+    assert {"compile", "init", "run", "compare", "time"} <= set(result.stage_seconds)
+    assert len(result.source_hash) == 16
+
+
+def test_baseline_is_correct_with_speedup_near_one():
+    result = evaluate(tiny_problem(), baseline_candidate(tiny_problem()), cpu_config(max_time=0.5))
+    assert result.outcome is Outcome.CORRECT, result.message
+    assert 0.5 < result.speedup < 2.0
+
+
+@pytest.mark.parametrize(
+    ("name", "outcome", "stage", "says", "reward"),
+    [
+        ("incorrect", Outcome.INCORRECT, "compare", "values outside atol=0.01 rtol=0.01", -2),
+        ("compile_error", Outcome.COMPILE_ERROR, "compile", "SyntaxError", -5),
+        ("init_error", Outcome.INIT_ERROR, "init", "cannot build this kernel for 128 features", -4),
+        ("runtime_error", Outcome.RUNTIME_ERROR, "run", "invalid configuration argument", -3),
+        ("rejected", Outcome.REJECTED, "compare", "modified input 0 in place", -2),
+        ("unknown_error", Outcome.UNKNOWN_ERROR, "run", "exited with code 0 during stage 'run' without reporting", -6),
+        ("segfault", Outcome.RUNTIME_ERROR, "run", "SIGSEGV", -3),
+    ],
+)
+def test_broken_candidates_get_their_outcome(name, outcome, stage, says, reward):
+    result = judge(name)
+    assert result.outcome is outcome, result.message
+    assert result.stage == stage
+    assert says in result.message
+    assert result.reward == reward
+    assert result.speedup is None and result.ref is None
+
+
+def test_hang_times_out_and_the_timeout_excludes_nothing_else():
+    started = time.monotonic()
+    result = judge("timeout", timeout=6)
+    assert result.outcome is Outcome.TIMEOUT and result.reward == -7
+    assert "timed out after 6 s during stage 'run'" in result.message
+    assert time.monotonic() - started < 20
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_forked_children_are_killed_with_the_worker(tmp_path):
+    marker = tmp_path / "child.pid"
+    source = broken("fork_hang").source.replace(
+        "time.sleep(3600)  # an orphan", f"open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(3600)  # an orphan"
+    )
+    from pytest_kernelbench.candidates import Candidate
+
+    result = evaluate(tiny_problem(), Candidate(source, "", "fork"), cpu_config(timeout=6))
+    assert result.outcome is Outcome.TIMEOUT
+    child = int(marker.read_text())
+    for _ in range(50):
+        if not _alive(child):
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the candidate's forked child outlived the evaluation")
+
+
+def test_log_flood_is_truncated_and_still_a_result():
+    result = judge("log_flood", log_chars=5000)
+    assert result.outcome is Outcome.RUNTIME_ERROR
+    assert "after the flood" in result.message
+    assert "[log truncated: last 5000 of" in result.message
+    assert len(result.message) < 12_000
+
+
+def test_candidate_without_modelnew_is_a_compile_error(tmp_path):
+    from pytest_kernelbench.candidates import Candidate
+
+    result = evaluate(tiny_problem(), Candidate("import torch\nclass Model2: pass\n", "", "x"), cpu_config())
+    assert result.outcome is Outcome.COMPILE_ERROR and "defines no ModelNew" in result.message
+
+
+def test_patched_clock_is_rejected():
+    from pytest_kernelbench.candidates import Candidate
+
+    source = broken("correct").source + "\nimport time\n_real = time.perf_counter\ntime.perf_counter = lambda: _real() * 0.5\n"
+    result = evaluate(tiny_problem(), Candidate(source, "", "clock"), cpu_config())
+    assert result.outcome is Outcome.REJECTED
+    assert "time.perf_counter" in result.message
+
+
+def test_result_round_trips_through_json():
+    from pytest_kernelbench.result import EvalResult
+
+    result = judge("correct")
+    again = EvalResult.from_dict(result.to_dict())
+    assert again.to_dict() == result.to_dict()
+    assert again.outcome is Outcome.CORRECT and again.new.samples == result.new.samples

@@ -1,0 +1,133 @@
+"""End-to-end runs of the plugin through pytester: a user's pytest in an empty folder."""
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+
+import pytest
+import torch  # imported before pytester snapshots sys.modules: torch must not be imported twice
+
+from helpers import BROKEN, DATA, SHARED_KB
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+TINY = DATA / "tiny"
+TINY_ARGS = ["--level", "9", "--dataset", str(TINY), "-p", "no:cacheprovider"]
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    # Inner runs must not believe they are xdist workers of this session (pytest-benchmark would turn off).
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "KERNELBENCH_DATASET"):
+        monkeypatch.delenv(name, raising=False)
+    # The tiny test problem lives in a KernelBench-style folder as level 9, which the CLI does not know:
+    # let the plugin accept it for these tests only.
+    monkeypatch.setenv("KB_EXTRA_LEVELS", "9")
+
+
+def solutions_with(pytester, files):
+    folder = pytester.path / "sols" / "level9"
+    folder.mkdir(parents=True)
+    for target, source in files.items():
+        shutil.copy(BROKEN / f"{source}.py", folder / f"{target}.py")
+    return str(pytester.path / "sols")
+
+
+def test_collect_only_lists_readable_ids_with_no_test_files(pytester):
+    result = pytester.runpytest_subprocess("--collect-only", "-q", *TINY_ARGS)
+    result.stdout.fnmatch_lines(["*test_kernel[[]L9-1_TinyLinear[]]", "1 test collected*"])
+    assert result.ret == 0
+
+
+@pytest.mark.skipif(not (SHARED_KB / "problems.jsonl").is_file(), reason="KernelBench data not beside the checkout")
+def test_collect_kernelbench_level1(pytester):
+    result = pytester.runpytest_subprocess("--collect-only", "-q", "--level", "1", "--dataset", str(SHARED_KB / "problems.jsonl"))
+    result.stdout.fnmatch_lines(["*test_kernel[[]L1-19_ReLU[]]", "100 tests collected*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--level", "7"], "ERROR: --level 7: unknown level*"),
+        (["--level", "1"], "ERROR: level 1 needs KernelBench data: pass --dataset PATH*"),
+        (["--problems", "3", *TINY_ARGS], "ERROR: --problems: level 9 has no problem id 3*"),
+        (["--solutions", "nowhere", *TINY_ARGS], "ERROR: --solutions nowhere: no such folder*"),
+        (["--device", "cuda", *TINY_ARGS], "ERROR: --device cuda: no CUDA device is visible*"),
+    ],
+)
+def test_bad_input_is_one_line_and_nonzero(pytester, args, says):
+    if "cuda" in args and torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible")
+    result = pytester.runpytest_subprocess(*args)
+    assert result.ret != 0
+    result.stderr.fnmatch_lines([says])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_baseline_run_writes_json_junit_and_benchmark(pytester):
+    report, junit, bench = (pytester.path / name for name in ("kb.json", "junit.xml", "bench.json"))
+    result = pytester.runpytest_subprocess(
+        *TINY_ARGS, "--solutions", "baseline", "--device", "cpu", "-v",
+        f"--kb-report={report}", f"--junitxml={junit}", f"--benchmark-json={bench}",
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*L9-1_TinyLinear*correct*", "*kernelbench summary: 1 judged*", "*fast_0*100.0%*"])
+
+    data = json.loads(report.read_text())
+    assert data["finished"] is True and data["options"]["solutions"] == "baseline"
+    assert data["environment"]["torch"] and data["summary"]["outcomes"]["correct"] == 1
+    (row,) = data["results"]
+    assert row["problem"] == "L9-1_TinyLinear" and row["outcome"] == "correct" and row["speedup"] > 0
+
+    props = {p.get("name"): p.get("value") for p in ET.parse(junit).iter("property")}
+    assert props["outcome"] == "correct" and float(props["speedup"]) == pytest.approx(row["speedup"])
+    assert float(props["reward"]) == pytest.approx(row["speedup"] - 1)
+
+    (bench_row,) = json.loads(bench.read_text())["benchmarks"]
+    assert bench_row["stats"]["rounds"] == len(row["new"]["samples"])
+    assert bench_row["stats"]["median"] == pytest.approx(row["new"]["median"] / 1e3)
+    assert bench_row["extra_info"]["kb_speedup"] == pytest.approx(row["speedup"])
+
+
+def test_failed_items_name_their_stage_and_the_run_goes_on(pytester):
+    sols = solutions_with(pytester, {"1_TinyLinear": "runtime_error"})
+    (pytester.path / "sols" / "level9" / "2_Other.py").write_text("# no problem 2 is selected\n")
+    report = pytester.path / "kb.json"
+    result = pytester.runpytest_subprocess(*TINY_ARGS, "--solutions", sols, f"--kb-report={report}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*L9-1_TinyLinear: runtime_error (stage run)*", "*invalid configuration argument*"])
+    assert json.loads(report.read_text())["results"][0]["reward"] == -3
+
+
+def test_missing_solution_skips_with_reason(pytester):
+    (pytester.path / "empty").mkdir()
+    result = pytester.runpytest_subprocess(*TINY_ARGS, "--solutions", str(pytester.path / "empty"), "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*no solution for L9-1_TinyLinear*"])
+
+
+def test_min_speedup_fails_correct_but_slow_items(pytester):
+    result = pytester.runpytest_subprocess(*TINY_ARGS, "--solutions", "baseline", "--min-speedup", "50")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*correct but *x is below --min-speedup 50*"])
+
+
+def test_xdist_workers_report_to_the_controller(pytester, tmp_path):
+    copy = tmp_path / "tiny" / "level9"
+    copy.mkdir(parents=True)
+    for i in (1, 2, 3):
+        shutil.copy(TINY / "level9" / "1_TinyLinear.py", copy / f"{i}_TinyLinear{i}.py")
+    report = pytester.path / "kb.json"
+    result = pytester.runpytest_subprocess(
+        "--level", "9", "--dataset", str(tmp_path / "tiny"), "--solutions", "baseline", "-n", "2", f"--kb-report={report}"
+    )
+    result.assert_outcomes(passed=3)
+    data = json.loads(report.read_text())
+    assert sorted(r["problem"] for r in data["results"]) == ["L9-1_TinyLinear1", "L9-2_TinyLinear2", "L9-3_TinyLinear3"]
+    result.stdout.fnmatch_lines(["*kernelbench summary: 3 judged*"])
+
+
+def test_plugin_stays_out_of_ordinary_test_runs(pytester):
+    pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+    assert "kernelbench:" not in result.stdout.str() and "kernelbench summary" not in result.stdout.str()

@@ -1,0 +1,81 @@
+"""Summary figures, the JSON report written as results arrive, and the rich table."""
+
+import json
+import math
+
+import pytest
+
+from pytest_kernelbench.outcome import Outcome
+from pytest_kernelbench.report import SCHEMA, ReportWriter, load_report
+from pytest_kernelbench.result import EvalResult, TimingStats
+from pytest_kernelbench.summary import fast_p, geomean_speedup, summarize
+from pytest_kernelbench.terminal import render_summary
+
+
+def result(name, outcome, speedup=None):
+    r = EvalResult(problem=name, level="1", problem_id=1, outcome=outcome, speedup=speedup, stage="compare")
+    if speedup:
+        r.ref = TimingStats.from_samples([speedup * 1.0, speedup * 1.1, speedup * 0.9])
+        r.new = TimingStats.from_samples([1.0, 1.1, 0.9])
+    return r
+
+
+RESULTS = [
+    result("a", Outcome.CORRECT, 0.5),
+    result("b", Outcome.CORRECT, 1.2),
+    result("c", Outcome.CORRECT, 2.5),
+    result("d", Outcome.INCORRECT),
+    result("e", Outcome.TIMEOUT),
+]
+
+
+def test_fast_p_counts_over_all_judged_problems():
+    assert fast_p(RESULTS, 0) == pytest.approx(3 / 5)
+    assert fast_p(RESULTS, 1) == pytest.approx(2 / 5)
+    assert fast_p(RESULTS, 1.5) == pytest.approx(1 / 5)
+    assert fast_p(RESULTS, 2) == pytest.approx(1 / 5)
+    assert fast_p([], 1) == 0.0
+
+
+def test_geomean_over_correct_results_only():
+    assert geomean_speedup(RESULTS) == pytest.approx(math.exp((math.log(0.5) + math.log(1.2) + math.log(2.5)) / 3))
+    assert geomean_speedup([result("d", Outcome.INCORRECT)]) is None
+
+
+def test_summary_counts_and_rewards():
+    s = summarize(RESULTS)
+    assert s["total"] == 5
+    assert s["outcomes"]["correct"] == 3 and s["outcomes"]["timeout"] == 1 and s["outcomes"]["compile_error"] == 0
+    assert s["mean_reward"] == pytest.approx(((0.5 - 1) + (1.2 - 1) + (2.5 - 1) - 2 - 7) / 5)
+
+
+def test_timing_stats():
+    stats = TimingStats.from_samples([4.0, 1.0, 3.0, 2.0, 100.0])
+    assert stats.median == 3.0 and stats.min == 1.0 and stats.max == 100.0 and stats.rounds == 5
+    assert stats.samples == [4.0, 1.0, 3.0, 2.0, 100.0]
+    with pytest.raises(ValueError):
+        TimingStats.from_samples([])
+
+
+def test_report_is_rewritten_after_every_result(tmp_path):
+    path = tmp_path / "out" / "report.json"
+    writer = ReportWriter(path, {"levels": ["1"]}, {"device": "cpu"})
+    writer.add(RESULTS[0])
+    first = json.loads(path.read_text())
+    assert first["schema"] == SCHEMA and first["finished"] is False and len(first["results"]) == 1
+    writer.add(RESULTS[3])
+    writer.close()
+    data, results = load_report(path)
+    assert data["finished"] is True and data["options"] == {"levels": ["1"]}
+    assert [r.outcome for r in results] == [Outcome.CORRECT, Outcome.INCORRECT]
+    row = data["results"][0]
+    for key in ("outcome", "speedup", "reward", "message", "ref_ms", "new_ms", "ref", "new", "source_hash", "versions"):
+        assert key in row
+    assert data["summary"]["outcomes"]["incorrect"] == 1
+
+
+def test_rendered_summary_has_counts_fast_p_and_rows_when_verbose():
+    text = render_summary(RESULTS, verbose=True, width=120)
+    for needle in ("fast_1.5", "20.0%", "geomean speedup", "timeout", "2.50x", "-7.00"):
+        assert needle in text
+    assert "2.50x" not in render_summary(RESULTS, verbose=False, width=120)
