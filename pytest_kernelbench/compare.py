@@ -21,7 +21,7 @@ def compare_outputs(new: Any, ref: Any, atol: float, rtol: float) -> tuple[bool,
     if len(new_leaves) != len(ref_leaves):
         return False, f"output structure differs: {len(new_leaves)} values, expected {len(ref_leaves)}", float("inf")
     worst = 0.0
-    for i, (n, r) in enumerate(zip(new_leaves, ref_leaves)):
+    for i, (n, r) in enumerate(zip(new_leaves, ref_leaves, strict=True)):
         where = f"output {i}" if len(ref_leaves) > 1 else "output"
         if not isinstance(r, torch.Tensor):
             if n != r:

@@ -226,7 +226,10 @@ def kb_candidate(kb_problem: Problem, kb_session: KernelBenchSession) -> Candida
     candidate = find_candidate(kb_session.solutions, kb_problem, device)
     if candidate is None:
         looked = ", ".join(p.name for p in candidate_paths(Path(kb_session.solutions), kb_problem, device)[:2])
-        pytest.skip(f"no solution for {kb_problem.id} in {kb_session.solutions} (looked for {looked} under level{kb_problem.level}/, {kb_problem.level}/ and the folder itself)")
+        pytest.skip(
+            f"no solution for {kb_problem.id} in {kb_session.solutions} "
+            f"(looked for {looked} under level{kb_problem.level}/, {kb_problem.level}/ and the folder itself)"
+        )
     return candidate
 
 

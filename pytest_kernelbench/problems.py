@@ -14,8 +14,8 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from .errors import KernelBenchUsageError
 

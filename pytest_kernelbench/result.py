@@ -24,7 +24,7 @@ class TimingStats:
     samples: list[float]
 
     @classmethod
-    def from_samples(cls, samples_ms: list[float]) -> "TimingStats":
+    def from_samples(cls, samples_ms: list[float]) -> TimingStats:
         if not samples_ms:
             raise ValueError("no timing samples")
         ordered = sorted(samples_ms)
@@ -48,7 +48,7 @@ class TimingStats:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "TimingStats | None":
+    def from_dict(cls, data: dict[str, Any] | None) -> TimingStats | None:
         return cls(**data) if data else None
 
 
@@ -106,7 +106,7 @@ class EvalResult:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "EvalResult":
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
         fields = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in fields}
         kwargs["outcome"] = Outcome(kwargs["outcome"])

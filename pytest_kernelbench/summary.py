@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .outcome import Outcome
 from .result import EvalResult

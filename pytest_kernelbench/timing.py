@@ -18,7 +18,8 @@ or until ``max_time`` seconds have passed.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -77,10 +77,9 @@ def _load_module(name: str, path: str) -> Any:
 
 def judge(spec: dict[str, Any], status: Status) -> dict[str, Any]:
     import torch
-
-    from . import compare, tamper, timing
     from filelock import Timeout
 
+    from . import compare, tamper, timing
     from .locking import device_lock
 
     cfg = spec["config"]
@@ -170,7 +169,7 @@ def judge(spec: dict[str, Any], status: Status) -> dict[str, Any]:
             raise StageFailure("runtime_error", f"trial {trial + 1}/{trials}: " + _exc_text(exc)) from None
         check_tamper("forward")
         status.enter("compare")
-        for i, (after, before) in enumerate(zip(inputs, pristine)):
+        for i, (after, before) in enumerate(zip(inputs, pristine, strict=True)):
             if isinstance(before, torch.Tensor) and not torch.equal(after, before):
                 raise StageFailure("rejected", f"ModelNew.forward modified input {i} in place (trial {trial + 1})")
         with torch.no_grad():

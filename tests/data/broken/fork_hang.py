@@ -1,4 +1,3 @@
-import torch
 import torch.nn as nn
 
 
@@ -8,7 +7,8 @@ class ModelNew(nn.Module):
         self.linear = nn.Linear(features, features)
 
     def forward(self, x):
-        import os, time
+        import os
+        import time
         if os.fork() == 0:
             time.sleep(3600)  # an orphan that must not outlive the evaluation
         time.sleep(3600)

@@ -1,0 +1,65 @@
+"""GPU-only checks; they skip cleanly where no CUDA device is visible (CI)."""
+
+import json
+
+import pytest
+import torch
+
+from helpers import REPO, SHARED_KB, broken, tiny_problem
+from pytest_kernelbench.config import EvalConfig
+from pytest_kernelbench.evaluate import evaluate
+from pytest_kernelbench.outcome import Outcome
+
+pytestmark = pytest.mark.gpu
+
+
+def test_cuda_timing_uses_events_and_flushes_l2():
+    from pytest_kernelbench.timing import Clocks
+
+    clocks = Clocks(torch.device("cuda"))
+    assert clocks.l2_bytes >= 2**20
+    assert clocks._flush_buffer.numel() * 4 >= 2 * clocks.l2_bytes
+    x = torch.randn(4096, 4096, device="cuda")
+    ms, out = clocks.time_once(lambda: x @ x)
+    assert ms > 0 and out.shape == (4096, 4096)
+
+
+def test_correct_candidate_on_cuda():
+    result = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120))
+    assert result.outcome is Outcome.CORRECT, result.message
+    assert "H100" in result.device_name or result.device_name
+    assert result.versions.get("cuda")
+
+
+def test_poisoned_cuda_context_is_a_runtime_error_and_the_next_candidate_is_clean(tmp_path):
+    from pytest_kernelbench.candidates import Candidate
+
+    source = broken("correct").source.replace(
+        "    def forward(self, x):",
+        "    def forward(self, x):\n        x = x[torch.tensor([10**9], device=x.device)]  # device-side assert: the context is dead\n",
+    )
+    bad = evaluate(tiny_problem(), Candidate(source, "", "bad"), EvalConfig(device="cuda", timeout=120))
+    assert bad.outcome in (Outcome.RUNTIME_ERROR, Outcome.UNKNOWN_ERROR)
+    good = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120))
+    assert good.outcome is Outcome.CORRECT, good.message
+
+
+def test_bundled_cuda_solutions(pytester):
+    report = pytester.path / "mini-cuda.json"
+    pytester.runpytest_subprocess(
+        "--level", "mini", "--solutions", str(REPO / "solutions"), "--device", "cuda", "-n", "4", f"--kb-report={report}"
+    )
+    results = json.loads(report.read_text())["results"]
+    assert all(r["outcome"] == "correct" for r in results), [(r["problem"], r["message"][-400:]) for r in results]
+
+
+@pytest.mark.skipif(not (SHARED_KB / "problems.jsonl").is_file(), reason="KernelBench data not available")
+def test_level1_baseline_speedup_is_one(pytester):
+    report = pytester.path / "l1.json"
+    pytester.runpytest_subprocess(
+        "--level", "1", "--problems", "1-10", "--dataset", str(SHARED_KB / "problems.jsonl"),
+        "--solutions", "baseline", "--device", "cuda", f"--kb-report={report}",
+    )
+    results = json.loads(report.read_text())["results"]
+    assert len(results) == 10 and all(r["outcome"] == "correct" for r in results)
+    assert all(0.9 < r["speedup"] < 1.1 for r in results), [(r["problem"], r["speedup"]) for r in results]
