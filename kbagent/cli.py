@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -20,7 +19,7 @@ def main() -> None:
 def eval_command(
     problem_file: Path = typer.Argument(..., help="KernelBench-format problem (defines Model, get_inputs, get_init_inputs)"),
     solution_file: Path = typer.Argument(..., help="candidate that defines ModelNew"),
-    device: Optional[str] = typer.Option(None, help="cpu or cuda (default: cuda if available)"),
+    device: str | None = typer.Option(None, help="cpu or cuda (default: cuda if available)"),
     timeout: float = typer.Option(300.0, help="wall-clock seconds for the whole evaluation"),
     mode: str = typer.Option("eager", help="reference as 'eager' or 'compile' (torch.compile)"),
     atol: float = typer.Option(1e-2, help="absolute tolerance"),
@@ -67,7 +66,22 @@ def eval_command(
     raise typer.Exit(0 if result.correct else 1)
 
 
-def _pick_device(device: Optional[str]) -> str:
+@app.command("table")
+def table_command(reports: list[Path] = typer.Argument(..., help="JSON files written by --kb-report")) -> None:
+    """Print a Markdown table per report (for docs): timings, speedups, fast_p, geomean."""
+    from pytest_kernelbench.markdown import report_table
+    from pytest_kernelbench.report import load_report
+
+    for path in reports:
+        if not path.is_file():
+            typer.echo(f"error: {path}: no such report", err=True)
+            raise typer.Exit(2)
+        data, results = load_report(path)
+        typer.echo(f"### {path.name}\n")
+        typer.echo(report_table(data, results))
+
+
+def _pick_device(device: str | None) -> str:
     import torch
 
     from pytest_kernelbench.errors import KernelBenchUsageError

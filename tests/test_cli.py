@@ -46,3 +46,22 @@ def test_eval_bad_input_is_one_line(args, says):
     assert proc.returncode == 2
     assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert proc.stdout == ""
+
+
+def test_table_renders_a_report(tmp_path):
+    from pytest_kernelbench.outcome import Outcome
+    from pytest_kernelbench.report import ReportWriter
+    from pytest_kernelbench.result import EvalResult, TimingStats
+
+    ok = EvalResult(problem="L1-19_ReLU", level="1", problem_id=19, outcome=Outcome.CORRECT, speedup=2.0)
+    ok.ref, ok.new = TimingStats.from_samples([2.0, 2.0, 2.2]), TimingStats.from_samples([1.0, 1.0, 1.1])
+    bad = EvalResult(problem="L1-20_LeakyReLU", level="1", problem_id=20, outcome=Outcome.TIMEOUT)
+    writer = ReportWriter(tmp_path / "r.json", {"solutions": "solutions", "mode": "eager"}, {"gpu": "NVIDIA H100", "torch": "2.11"})
+    writer.add(ok)
+    writer.add(bad)
+    proc = kbagent("table", str(tmp_path / "r.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert "Device: NVIDIA H100; torch 2.11" in proc.stdout
+    assert "| L1-19_ReLU | correct | 2 | 1 | 2.000 |" in proc.stdout
+    assert "| L1-20_LeakyReLU | timeout | - | - | - |" in proc.stdout
+    assert "2 judged; geomean speedup 2.000; fast_0 50%, fast_1 50%" in proc.stdout
