@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# GPU proof run (issue 2): the bundled problems with their CUDA solutions, KernelBench level 1
+# problems 1-10 with --solutions baseline, and the GPU-marked tests; writes reports and a Markdown table.
+#
+#   bash benchmarks/gpu_proof.sh OUTDIR [KERNELBENCH_DATA_DIR]
+#
+# Run from the repo root on a CUDA machine with torch, pytest, pytest-benchmark, pytest-xdist,
+# filelock, rich and typer installed (the plugin itself needs no network and no litellm).
+set -uo pipefail
+out=${1:-gpu-out}
+kb=${2:-../shared/kernelbench}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} KB_TEST_DATA="$kb"
+if ! python3 -c "import pytest_kernelbench.plugin" 2>/dev/null || ! python3 -m pip show pytest-kernelbench >/dev/null 2>&1; then
+  python3 -m pip install -q --no-deps --no-build-isolation -e . || { echo "install failed"; exit 1; }
+fi
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+  date -u +%Y-%m-%dT%H:%MZ; } | tee "$out/device.txt"
+
+# 1. bundled problems, CUDA solutions: xdist workers build in parallel, timing takes the GPU lock in turn.
+start=$(date +%s)
+python3 -m pytest -p no:cacheprovider --level mini --solutions solutions --device cuda -n 10 -v \
+  --kb-report "$out/mini-cuda.json" 2>&1 | tail -40 | tee "$out/mini-cuda.log"
+echo "mini-cuda wall: $(( $(date +%s) - start )) s" | tee -a "$out/device.txt"
+
+# 2. level 1, problems 1-10, the reference judged against itself.
+start=$(date +%s)
+python3 -m pytest -p no:cacheprovider --level 1 --problems 1-10 --dataset "$kb/problems.jsonl" --solutions baseline \
+  --device cuda -v --kb-report "$out/l1-baseline.json" 2>&1 | tail -30 | tee "$out/l1-baseline.log"
+echo "l1-baseline wall: $(( $(date +%s) - start )) s" | tee -a "$out/device.txt"
+
+# 3. the GPU-marked tests.
+python3 -m pytest -p no:cacheprovider tests/test_gpu.py -v -rs 2>&1 | tail -25 | tee "$out/gpu-tests.log"
+
+python3 -m kbagent.cli table "$out/mini-cuda.json" "$out/l1-baseline.json" | tee "$out/tables.md"
