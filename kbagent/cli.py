@@ -26,6 +26,7 @@ def eval_command(
     rtol: float = typer.Option(1e-2, help="relative tolerance"),
     trials: int = typer.Option(5, help="correctness trials with fresh seeded inputs"),
     seed: int = typer.Option(42, help="base random seed"),
+    strict: bool = typer.Option(False, "--strict", help="reject candidates whose forward runs PyTorch compute ops"),
     as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object on stdout"),
 ) -> None:
     """Judge one candidate against one problem. Exit code: 0 correct, 1 judged but not correct, 2 bad input."""
@@ -47,7 +48,7 @@ def eval_command(
     except KernelBenchUsageError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    config = EvalConfig(device=device, timeout=timeout, mode=mode, atol=atol, rtol=rtol, trials=trials, seed=seed)
+    config = EvalConfig(device=device, timeout=timeout, mode=mode, atol=atol, rtol=rtol, trials=trials, seed=seed, strict=strict)
     result = evaluate(problem, load_candidate_file(solution_file), config)
     if as_json:
         typer.echo(json.dumps(result.to_dict()))

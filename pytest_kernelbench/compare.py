@@ -29,6 +29,8 @@ def compare_outputs(new: Any, ref: Any, atol: float, rtol: float) -> tuple[bool,
             continue
         if not isinstance(n, torch.Tensor):
             return False, f"{where}: got {type(n).__name__}, expected a tensor", float("inf")
+        if type(n) is not torch.Tensor and type(n) is not type(r):
+            return False, f"{where}: a {type(n).__name__} (tensor subclass), expected a plain tensor", float("inf")
         if n.shape != r.shape:
             return False, f"{where}: shape {tuple(n.shape)}, expected {tuple(r.shape)}", float("inf")
         if n.dtype != r.dtype:

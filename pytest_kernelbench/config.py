@@ -31,9 +31,11 @@ class EvalConfig:
     trials: int = 5  # correctness trials, each with fresh seeded inputs
     seed: int = 42
     warmup: int = 3
-    min_reps: int = 0  # 0: device default (GPU 30, CPU 5)
+    min_reps: int = 0  # 0: device default (GPU 30, CPU 10)
     max_reps: int = 0  # 0: device default (GPU 300, CPU 50)
     max_time: float = 0.0  # seconds of timing per candidate; 0: device default (GPU 3, CPU 2)
+    rel_err: float = 0.01  # stop timing once the median's standard error is below this fraction of it
+    strict: bool = False  # reject candidates whose forward dispatches PyTorch compute ops
     lock_dir: str = ""
     lock_timeout: float = 3600.0  # seconds to wait for the device lock before giving up
     build_dir: str = ""  # TORCH_EXTENSIONS_DIR for load_inline builds
@@ -41,7 +43,7 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         gpu = self.device == "cuda"
-        self.min_reps = self.min_reps or (30 if gpu else 5)
+        self.min_reps = self.min_reps or (30 if gpu else 10)
         self.max_reps = self.max_reps or (300 if gpu else 50)
         self.max_time = self.max_time or (3.0 if gpu else 2.0)
         self.lock_dir = self.lock_dir or str(default_lock_dir())

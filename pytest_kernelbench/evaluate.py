@@ -183,6 +183,7 @@ def _merge(base: EvalResult, found: dict, log_tail: str) -> EvalResult:
     base.stage_seconds = {k: round(v, 4) for k, v in found.get("stage_seconds", {}).items()}
     base.max_abs_diff = found.get("max_abs_diff")
     base.trials = found.get("trials", 0)
+    base.extra = found.get("extra", {})
     samples = found.get("samples")
     if base.outcome is Outcome.CORRECT and samples:
         base.ref = TimingStats.from_samples(samples["ref"])

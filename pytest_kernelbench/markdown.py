@@ -27,8 +27,9 @@ def report_table(data: dict[str, Any], results: list[EvalResult]) -> str:
     ]
     for r in results:
         spread = r.new.iqr / r.new.median if r.new and r.new.median else None
+        flag = " (near-constant output)" if r.extra.get("suspect_constant_output") else ""
         lines.append(
-            f"| {r.problem} | {r.outcome.value} | {_num(r.ref_ms, '.4g')} | {_num(r.new_ms, '.4g')} | "
+            f"| {r.problem}{flag} | {r.outcome.value} | {_num(r.ref_ms, '.4g')} | {_num(r.new_ms, '.4g')} | "
             f"{_num(r.speedup, '.3f')} | {_num(spread, '.1%')} | {r.new.rounds if r.new else '-'} |"
         )
     stats = summarize(results)

@@ -61,6 +61,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--rtol", dest="kb_rtol", type=float, default=1e-2, help="relative tolerance (default 1e-2)")
     group.addoption("--trials", dest="kb_trials", type=int, default=5, help="correctness trials with fresh inputs (default 5)")
     group.addoption("--kb-seed", dest="kb_seed", type=int, default=42, help="base random seed (default 42)")
+    group.addoption(
+        "--kb-strict",
+        dest="kb_strict",
+        action="store_true",
+        help="reject candidates whose forward runs PyTorch compute ops (pytest itself owns --strict)",
+    )
     group.addoption("--kb-report", dest="kb_report", help="write every result and the run's metadata to this JSON file")
     group.addoption("--min-speedup", dest="kb_min_speedup", type=float, default=0.0, help="fail correct items slower than this")
     group.addoption("--kb-lock-dir", dest="kb_lock_dir", help="folder of per-device timing locks (env KB_LOCK_DIR)")
@@ -119,6 +125,7 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
         rtol=config.getoption("kb_rtol"),
         trials=config.getoption("kb_trials"),
         seed=config.getoption("kb_seed"),
+        strict=config.getoption("kb_strict"),
         lock_dir=config.getoption("kb_lock_dir") or "",
     )
     return KernelBenchSession(problems, _solutions(config), eval_config, config.getoption("kb_min_speedup"))

@@ -37,5 +37,6 @@ def summarize(results: list[EvalResult]) -> dict[str, Any]:
         "outcomes": {o.value: counts.get(o.value, 0) for o in Outcome},
         "fast_p": {f"fast_{p:g}": fast_p(results, p) for p in FAST_P},
         "geomean_speedup": geomean_speedup(results),
+        "suspect_constant_output": sorted(r.problem for r in results if r.extra.get("suspect_constant_output")),
         "mean_reward": (sum(r.reward for r in results) / len(results)) if results else None,
     }

@@ -32,6 +32,9 @@ def _namespaces() -> dict[str, Any]:
     for name, module in list(sys.modules.items()):
         if name.startswith("pytest_kernelbench") and module is not None:
             spaces[name] = module
+            for attr, value in list(vars(module).items()):  # the harness's own classes, e.g. timing.Clocks
+                if isinstance(value, type) and value.__module__ == name:
+                    spaces[f"{name}.{attr}"] = value
     return spaces
 
 

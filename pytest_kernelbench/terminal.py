@@ -28,8 +28,9 @@ def render_summary(results: list[EvalResult], *, verbose: bool, width: int = 100
             rows.add_column(column, justify="right" if "ms" in column or column in ("speedup", "reward") else "left")
         for r in results:
             style = _STYLE.get(r.outcome.value, "yellow")
+            suspect = " [yellow](near-constant output: speedup suspect)[/]" if r.extra.get("suspect_constant_output") else ""
             rows.add_row(
-                r.problem,
+                r.problem + suspect,
                 f"[{style}]{r.outcome.value}[/]",
                 _ms(r.ref_ms),
                 _ms(r.new_ms),
@@ -49,4 +50,9 @@ def render_summary(results: list[EvalResult], *, verbose: bool, width: int = 100
     geo = stats["geomean_speedup"]
     table.add_row("geomean speedup (correct)", "-" if geo is None else f"{geo:.3f}x")
     console.print(table)
+    if stats["suspect_constant_output"]:
+        console.print(
+            f"[yellow]near-constant reference output (speedups suspect):[/] {', '.join(stats['suspect_constant_output'])}",
+            highlight=False,
+        )
     return buffer.getvalue()

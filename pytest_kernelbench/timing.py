@@ -11,12 +11,16 @@ synchronizes the whole device again, so work queued on other streams is inside
 the measurement. CPU: ``perf_counter`` around one call.
 
 Reference and candidate are timed interleaved (alternating which goes first)
-after a warm-up, for at least ``min_reps`` and at most ``max_reps`` repetitions
-or until ``max_time`` seconds have passed.
+after a warm-up. Stopping rule: at least ``min_reps`` repetitions; then stop as soon
+as, for every timed function, the standard error of the median
+(1.2533 * std / sqrt(n), the large-sample value) is below ``rel_err`` of the median,
+or when ``max_time`` seconds have passed, or after ``max_reps`` repetitions.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -74,6 +78,7 @@ def time_interleaved(
     min_reps: int,
     max_reps: int,
     max_time: float,
+    rel_err: float = 0.01,
 ) -> tuple[dict[str, list[float]], dict[str, Any]]:
     """Samples (ms) per named function, and the output of each one's last timed call."""
     names = list(fns)
@@ -89,6 +94,18 @@ def time_interleaved(
         for name in order:
             ms, last[name] = clocks.time_once(fns[name])
             samples[name].append(ms)
-        if rep + 1 >= min_reps and clocks.perf_counter() - started > max_time:
+        if rep + 1 >= min_reps and (
+            clocks.perf_counter() - started > max_time or all(median_rel_err(v) < rel_err for v in samples.values())
+        ):
             break
     return samples, last
+
+
+def median_rel_err(samples: list[float]) -> float:
+    """Standard error of the median relative to the median (large-sample approximation)."""
+    if len(samples) < 3:
+        return math.inf
+    median = statistics.median(samples)
+    if median <= 0:
+        return math.inf
+    return 1.2533 * statistics.stdev(samples) / math.sqrt(len(samples)) / median

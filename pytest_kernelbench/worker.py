@@ -75,11 +75,12 @@ def _load_module(name: str, path: str) -> Any:
     return module
 
 
-def judge(spec: dict[str, Any], status: Status) -> dict[str, Any]:
+def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
+    """Run the stages, filling ``found`` as they go (so a failure keeps what was learnt before it)."""
     import torch
     from filelock import Timeout
 
-    from . import compare, tamper, timing
+    from . import compare, optrace, tamper, timing
     from .locking import device_lock
 
     cfg = spec["config"]
@@ -87,7 +88,7 @@ def judge(spec: dict[str, Any], status: Status) -> dict[str, Any]:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     clocks = timing.Clocks(device)
-    found: dict[str, Any] = {"device_name": _device_name(torch, device), "versions": _versions(torch)}
+    found.update(device_name=_device_name(torch, device), versions=_versions(torch))
 
     def seed_all(seed: int) -> None:
         torch.manual_seed(seed)
@@ -132,6 +133,9 @@ def judge(spec: dict[str, Any], status: Status) -> dict[str, Any]:
         with torch.no_grad():
             scrub(ref_call(*to_device(list(reference.get_inputs()))))
         clocks.synchronize()
+    # Entering a dispatch mode the first time lets torch wrap some of its own functions
+    # (torch.manual_seed, via dynamo): do it now so that the snapshot below sees the final state.
+    optrace.trace_ops(lambda: torch.zeros(2) + 1)
     baseline = tamper.snapshot()
 
     # compile
@@ -186,6 +190,27 @@ def judge(spec: dict[str, Any], status: Status) -> dict[str, Any]:
     found["max_abs_diff"] = worst
     found["trials"] = trials
 
+    # the ATen operators ModelNew.forward dispatches (custom kernels do not show up)
+    status.enter("run")
+    seed_all(seed + 500)
+    trace_inputs = to_device(list(reference.get_inputs()))
+    try:
+        with torch.no_grad():
+            ops = optrace.trace_ops(lambda: new_model(*trace_inputs))
+    except Exception as exc:  # some extensions refuse dispatch modes; that is no verdict
+        ops = {}
+        found["extra"]["op_trace_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    found["extra"]["aten_ops"] = ops
+    if cfg["strict"]:
+        compute = optrace.compute_ops(ops)
+        if "op_trace_error" in found["extra"]:
+            raise StageFailure("rejected", "--strict: the operators of ModelNew.forward could not be traced: "
+                               + found["extra"]["op_trace_error"])
+        if compute:
+            listed = ", ".join(f"{op} x{n}" for op, n in list(compute.items())[:10])
+            raise StageFailure("rejected", f"--strict: ModelNew.forward runs PyTorch compute ops: {listed}")
+    check_tamper("forward")
+
     # time, under the device lock
     status.enter("wait_lock")
     key = found["device_name"] + (f":{_device_uuid(torch, device)}" if device.type == "cuda" else "")
@@ -215,6 +240,7 @@ def judge(spec: dict[str, Any], status: Status) -> dict[str, Any]:
                     min_reps=int(cfg["min_reps"]),
                     max_reps=int(cfg["max_reps"]),
                     max_time=float(cfg["max_time"]),
+                    rel_err=float(cfg["rel_err"]),
                 )
         except BaseException as exc:
             raise StageFailure("runtime_error", "while timing: " + _exc_text(exc)) from None
@@ -225,7 +251,29 @@ def judge(spec: dict[str, Any], status: Status) -> dict[str, Any]:
     if not ok:
         raise StageFailure("incorrect", f"the output of the last timed call is wrong: {reason}")
     found["samples"] = samples
-    return found
+    found["extra"].update(output_sensitivity(torch, reference, ref_call, seed_all, to_device, cfg, clocks))
+
+
+def output_sensitivity(torch: Any, reference: Any, ref_call: Any, seed_all: Any, to_device: Any, cfg: dict, clocks: Any) -> dict:
+    """How much the reference output moves between two random inputs (METR's near-constant problems).
+
+    Runs after every candidate call is done, so no reference output exists while the candidate runs.
+    """
+    from . import compare
+
+    outs = []
+    for offset in (2000, 2001):
+        seed_all(int(cfg["seed"]) + offset)
+        with torch.no_grad():
+            outs.append([t.detach().double() for t in compare.flatten(ref_call(*to_device(list(reference.get_inputs()))))
+                         if isinstance(t, torch.Tensor) and t.is_floating_point()])
+    clocks.synchronize()
+    if not outs[0]:
+        return {}
+    spread = max(float((a - b).abs().max()) for a, b in zip(*outs, strict=True) if a.numel())
+    scale = max(float(a.abs().max()) for a in outs[0] if a.numel()) or 1.0
+    suspect = all(torch.allclose(a, b, atol=cfg["atol"], rtol=cfg["rtol"]) for a, b in zip(*outs, strict=True))
+    return {"output_sensitivity": spread / scale, "suspect_constant_output": bool(suspect)}
 
 
 def _device_name(torch: Any, device: Any) -> str:
@@ -257,9 +305,9 @@ def _versions(torch: Any) -> dict[str, str]:
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[1]).read_text())
     status = Status(spec["status_path"])
-    outcome, message, found = "correct", "", {}
+    outcome, message, found = "correct", "", {"extra": {}}
     try:
-        found = judge(spec, status)
+        judge(spec, status, found)
     except StageFailure as failure:
         outcome, message = failure.outcome, failure.message
     except BaseException as exc:  # a harness or problem bug: still a result
