@@ -39,6 +39,7 @@ class EvalConfig:
     lock_dir: str = ""
     lock_timeout: float = 3600.0  # seconds to wait for the device lock before giving up
     build_dir: str = ""  # TORCH_EXTENSIONS_DIR for load_inline builds
+    max_memory_gb: float = 0.0  # host memory per candidate: an address-space rlimit on CPU, an RSS watch on CUDA; 0 = none
     log_chars: int = 10_000  # how much of a failing candidate's log a result keeps
 
     def __post_init__(self) -> None:

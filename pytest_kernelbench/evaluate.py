@@ -70,6 +70,25 @@ class _StatusWatcher:
         return self.waited + (time.monotonic() - self._wait_started if self._wait_started is not None else 0.0)
 
 
+def _rss_bytes(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _limit_address_space(limit_bytes: int):
+    def apply() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    return apply
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -114,6 +133,7 @@ def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig) -> Eval
         candidate_path=candidate.path,
     )
     Path(config.build_dir).mkdir(parents=True, exist_ok=True)
+    memory_limit = int(config.max_memory_gb * 2**30)
     with tempfile.TemporaryDirectory(prefix="kb-eval-") as tmp:
         work = Path(tmp)
         problem_path = work / f"problem_{problem.name}.py"
@@ -138,8 +158,10 @@ def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig) -> Eval
                 cwd=tmp,
                 env=worker_env(config),
                 start_new_session=True,
+                # CUDA needs a huge address space, so on GPU the limit is an RSS watch below instead.
+                preexec_fn=_limit_address_space(memory_limit) if memory_limit and config.device == "cpu" else None,
             )
-            timed_out = False
+            timed_out = over_memory = False
             watcher = _StatusWatcher(Path(spec["status_path"]))
             try:
                 while proc.poll() is None:
@@ -148,6 +170,9 @@ def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig) -> Eval
                     if time.monotonic() - started - watcher.waiting_now() > config.timeout:
                         timed_out = True
                         break
+                    if memory_limit and config.device != "cpu" and _rss_bytes(proc.pid) > memory_limit:
+                        over_memory = True
+                        break
             finally:
                 _kill_group(proc)  # also reaps children the candidate left behind
         watcher.poll()
@@ -155,6 +180,10 @@ def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig) -> Eval
         log_tail = _read_tail(log_path, config.log_chars)
         base.wall_seconds = time.monotonic() - started
         result_path = Path(spec["result_path"])
+        if over_memory:
+            base.outcome, base.stage = STAGE_FAILURE.get(stage, Outcome.UNKNOWN_ERROR), stage
+            base.message = f"used more than {config.max_memory_gb:g} GB of host memory during stage '{stage}'" + _with_log(log_tail)
+            return base
         if timed_out:
             base.outcome, base.stage = Outcome.TIMEOUT, stage
             base.message = f"timed out after {config.timeout:g} s during stage '{stage}'" + _with_log(log_tail)

@@ -69,6 +69,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--kb-report", dest="kb_report", help="write every result and the run's metadata to this JSON file")
     group.addoption("--min-speedup", dest="kb_min_speedup", type=float, default=0.0, help="fail correct items slower than this")
+    group.addoption(
+        "--kb-max-memory", dest="kb_max_memory", type=float, default=0.0, help="host memory limit per candidate in GB (0: none)"
+    )
     group.addoption("--kb-lock-dir", dest="kb_lock_dir", help="folder of per-device timing locks (env KB_LOCK_DIR)")
     parser.addini("kb_run_by_default", "run the kernelbench items when pytest gets no path arguments", type="bool", default=False)
     parser.addini("kb_solutions", "default --solutions, relative to the rootdir", default="")
@@ -126,6 +129,7 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
         trials=config.getoption("kb_trials"),
         seed=config.getoption("kb_seed"),
         strict=config.getoption("kb_strict"),
+        max_memory_gb=config.getoption("kb_max_memory"),
         lock_dir=config.getoption("kb_lock_dir") or "",
     )
     return KernelBenchSession(problems, _solutions(config), eval_config, config.getoption("kb_min_speedup"))

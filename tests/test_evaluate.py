@@ -123,3 +123,9 @@ def test_result_round_trips_through_json():
     again = EvalResult.from_dict(result.to_dict())
     assert again.to_dict() == result.to_dict()
     assert again.outcome is Outcome.CORRECT and again.new.samples == result.new.samples
+
+
+def test_host_memory_limit_turns_a_hoarder_into_a_runtime_error():
+    result = judge("host_oom", max_memory_gb=4)
+    assert result.outcome is Outcome.RUNTIME_ERROR
+    assert "can't allocate memory" in result.message

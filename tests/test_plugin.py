@@ -131,3 +131,40 @@ def test_plugin_stays_out_of_ordinary_test_runs(pytester):
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=1)
     assert "kernelbench:" not in result.stdout.str() and "kernelbench summary" not in result.stdout.str()
+
+
+def test_sigkilled_run_keeps_finished_results_in_the_report(pytester, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    data = tmp_path / "two" / "level9"
+    data.mkdir(parents=True)
+    shutil.copy(TINY / "level9" / "1_TinyLinear.py", data / "1_First.py")
+    shutil.copy(TINY / "level9" / "1_TinyLinear.py", data / "2_Second.py")
+    sols = tmp_path / "sols" / "level9"
+    sols.mkdir(parents=True)
+    shutil.copy(BROKEN / "correct.py", sols / "1_First.py")
+    shutil.copy(BROKEN / "timeout.py", sols / "2_Second.py")  # hangs: the run is killed while judging it
+    report = tmp_path / "kb.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--level", "9", "--dataset", str(tmp_path / "two"),
+         "--solutions", str(tmp_path / "sols"), "--device", "cpu", f"--kb-report={report}"],
+        cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if report.exists() and len(json.loads(report.read_text())["results"]) == 1:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the first result never reached the report")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    data = json.loads(report.read_text())
+    assert data["finished"] is False
+    assert [(r["problem"], r["outcome"]) for r in data["results"]] == [("L9-1_First", "correct")]
