@@ -6,9 +6,9 @@ or ``torch.cuda.synchronize`` changes nothing we measure (and the tamper check
 reports it).
 
 GPU: each repetition flushes L2 (writes a buffer twice the L2 size), synchronizes
-the whole device, records CUDA events around one call on the current stream, and
-synchronizes the whole device again, so work queued on other streams is inside
-the measurement. CPU: ``perf_counter`` around one call.
+the whole device, records a CUDA event, makes one call, synchronizes the whole
+device (so work queued on other streams or threads is inside the measurement),
+and records the end event. CPU: ``perf_counter`` around one call.
 
 Reference and candidate are timed interleaved (alternating which goes first)
 after a warm-up. Stopping rule: at least ``min_reps`` repetitions; then stop as soon
@@ -65,6 +65,10 @@ class Clocks:
         stream = self._current_stream()
         self._record(start, stream)
         out = fn()
+        # Synchronize the whole device *before* the end event: work the candidate queued on other
+        # streams or threads finishes inside the interval. This adds the same few microseconds of
+        # host latency to every sample, reference and candidate alike (conservative for tiny kernels).
+        self._synchronize()
         self._record(end, stream)
         self._synchronize()
         return float(self._elapsed(start, end)), out

@@ -44,6 +44,36 @@ def test_poisoned_cuda_context_is_a_runtime_error_and_the_next_candidate_is_clea
     assert good.outcome is Outcome.CORRECT, good.message
 
 
+GPU_ADVERSARIAL = REPO / "tests" / "adversarial_gpu"
+
+
+def _gpu_judge(name, **overrides):
+    from pytest_kernelbench.candidates import load_candidate_file
+
+    candidate = load_candidate_file(GPU_ADVERSARIAL / f"{name}.py")
+    return evaluate(tiny_problem(), candidate, EvalConfig(device="cuda", timeout=180, **overrides))
+
+
+def test_work_on_a_side_stream_is_inside_the_measurement():
+    result = _gpu_judge("side_stream")
+    assert result.outcome is Outcome.CORRECT, result.message
+    # 50 linear layers against one: a timer that missed the side stream would report a large speedup.
+    assert result.speedup < 0.5, result.speedup
+
+
+def test_stale_device_memory_holds_no_reference_answer():
+    result = _gpu_judge("stale_device_memory")
+    assert result.outcome is Outcome.INCORRECT, result.message
+
+
+def test_illegal_memory_access_is_a_result_and_the_next_candidate_starts_clean():
+    bad = _gpu_judge("illegal_address")
+    assert bad.outcome in (Outcome.RUNTIME_ERROR, Outcome.UNKNOWN_ERROR), bad.message
+    assert "illegal memory access" in bad.message or "CUDA error" in bad.message
+    good = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120))
+    assert good.outcome is Outcome.CORRECT, good.message
+
+
 def test_bundled_cuda_solutions(pytester):
     report = pytester.path / "mini-cuda.json"
     pytester.runpytest_subprocess(

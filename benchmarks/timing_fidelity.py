@@ -1,0 +1,121 @@
+"""Timing fidelity: the reference judged against itself must report speedup 1.00.
+
+    python benchmarks/timing_fidelity.py --dataset ../shared/kernelbench/problems.jsonl \
+        --level 1 --problems 1-100 --out docs/timing-fidelity.md [--workdir runs/fidelity] [-n 8]
+
+Runs ``pytest --solutions baseline`` twice on the same problems (two independent runs, the
+GPU timed under the per-device lock), then times each reference once more with
+``triton.testing.do_bench`` for comparison, and writes a Markdown table: speedup of
+each run, run-to-run spread, our reference median against do_bench's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+
+def run_pytest(args: argparse.Namespace, report: Path) -> None:
+    cmd = [
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+        "--level", args.level, "--problems", args.problems, "--dataset", args.dataset,
+        "--solutions", "baseline", "--device", "cuda", f"--kb-report={report}", "-n", str(args.workers),
+    ]
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=False)
+
+
+def do_bench_ms(args: argparse.Namespace, names: set[str]) -> dict[str, float]:
+    import torch
+    from triton.testing import do_bench
+
+    from pytest_kernelbench.problems import parse_id_ranges, select_problems
+
+    out: dict[str, float] = {}
+    for problem in select_problems([args.level], parse_id_ranges(args.problems), [args.dataset]):
+        if problem.id not in names:
+            continue
+        scope: dict = {"__name__": f"kb_ref_{problem.problem_id}"}
+        exec(compile(problem.source, problem.name, "exec"), scope)
+        torch.manual_seed(args.seed)
+        model = scope["Model"](*scope["get_init_inputs"]()).cuda()
+        torch.manual_seed(args.seed + 1000)
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in scope["get_inputs"]()]
+        with torch.no_grad():
+            out[problem.id] = float(do_bench(lambda: model(*inputs), warmup=25, rep=100))
+        del model, inputs
+        torch.cuda.empty_cache()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--level", default="1")
+    parser.add_argument("--problems", default="1-100")
+    parser.add_argument("--out", default="docs/timing-fidelity.md")
+    parser.add_argument("--workdir", default="runs/timing-fidelity")
+    parser.add_argument("-n", "--workers", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--skip-do-bench", action="store_true")
+    args = parser.parse_args()
+
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for name in ("run1", "run2"):
+        report = work / f"{name}.json"
+        run_pytest(args, report)
+        runs.append({r["problem"]: r for r in json.loads(report.read_text())["results"]})
+    env = json.loads((work / "run1.json").read_text())["environment"]
+    common = [p for p in runs[0] if p in runs[1]]
+    bench = {} if args.skip_do_bench else do_bench_ms(args, set(common))
+
+    rows, within, spreads = [], 0, []
+    for pid in common:
+        a, b = runs[0][pid], runs[1][pid]
+        sa, sb = a.get("speedup"), b.get("speedup")
+        ok = sa is not None and sb is not None
+        if ok:
+            within += abs(sa - 1) <= 0.02 and abs(sb - 1) <= 0.02
+            spreads.append(abs(sa - sb))
+        ref = a.get("ref_ms")
+        db = bench.get(pid)
+        rows.append(
+            f"| {pid} | {a['outcome']} | {sa:.3f} | {sb:.3f} | {abs(sa - sb):.3f} | {ref:.4g} | "
+            + (f"{db:.4g} | {ref / db:.3f} |" if db else "- | - |")
+            if ok
+            else f"| {pid} | {a['outcome']}/{b['outcome']} | - | - | - | - | - | - |"
+        )
+    judged = sum(1 for p in common if runs[0][p].get("speedup") is not None and runs[1][p].get("speedup") is not None)
+    lines = [
+        "# Timing fidelity: `--solutions baseline` must report 1.00",
+        "",
+        f"Device: {env.get('gpu', env.get('device'))}, torch {env.get('torch')}, CUDA {env.get('cuda', '-')}; "
+        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d}.",
+        f"Command: `python benchmarks/timing_fidelity.py --dataset problems.jsonl --level {args.level} "
+        f"--problems {args.problems} -n {args.workers}`",
+        "",
+        f"- problems judged in both runs: {judged} of {len(common)}",
+        f"- both runs within +-2% of 1.00: {within} of {judged}",
+        f"- run-to-run |speedup1 - speedup2|: median {statistics.median(spreads):.4f}, max {max(spreads):.4f}"
+        if spreads
+        else "- no speedups",
+        "",
+        "| problem | outcome | speedup run 1 | speedup run 2 | spread | our ref median ms | do_bench ms | ours / do_bench |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        *rows,
+    ]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[:10]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

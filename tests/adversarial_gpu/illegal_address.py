@@ -1,0 +1,23 @@
+"""A Triton kernel that writes far out of bounds: a CUDA illegal memory access that poisons the context."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _bad_store(out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK) + (1 << 40)  # far outside any allocation, no mask
+    tl.store(out_ptr + offs, tl.zeros([BLOCK], dtype=tl.float32))
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x):
+        out = torch.relu(self.linear(x))
+        _bad_store[(1,)](out, out.numel(), BLOCK=128)
+        torch.cuda.synchronize()
+        return out
