@@ -46,11 +46,14 @@ def do_bench_ms(args: argparse.Namespace, names: set[str]) -> dict[str, float]:
         model = scope["Model"](*scope["get_init_inputs"]()).cuda()
         torch.manual_seed(args.seed + 1000)
         inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in scope["get_inputs"]()]
-        with torch.no_grad():
-            out[problem.id] = float(do_bench(lambda: model(*inputs), warmup=25, rep=100))
-        del model, inputs
+        out[problem.id] = _bench(do_bench, torch, model, inputs)
         torch.cuda.empty_cache()
     return out
+
+
+def _bench(do_bench, torch, model, inputs) -> float:
+    with torch.no_grad():
+        return float(do_bench(lambda: model(*inputs), warmup=25, rep=100))
 
 
 def main() -> int:
