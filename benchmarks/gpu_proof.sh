@@ -11,8 +11,9 @@ out=${1:-gpu-out}
 kb=${2:-../shared/kernelbench}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} KB_TEST_DATA="$kb"
-if ! python3 -c "import pytest_kernelbench.plugin" 2>/dev/null || ! python3 -m pip show pytest-kernelbench >/dev/null 2>&1; then
-  python3 -m pip install -q --no-deps --no-build-isolation -e . || { echo "install failed"; exit 1; }
+if ! python3 -m pip show pytest-kernelbench >/dev/null 2>&1; then
+  # Not installed (e.g. a machine without network): load the plugin from this checkout.
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTEST_PLUGINS=pytest_kernelbench.plugin
 fi
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
@@ -27,7 +28,7 @@ echo "mini-cuda wall: $(( $(date +%s) - start )) s" | tee -a "$out/device.txt"
 # 2. level 1, problems 1-10, the reference judged against itself.
 start=$(date +%s)
 python3 -m pytest -p no:cacheprovider --level 1 --problems 1-10 --dataset "$kb/problems.jsonl" --solutions baseline \
-  --device cuda -v --kb-report "$out/l1-baseline.json" 2>&1 | tail -30 | tee "$out/l1-baseline.log"
+  --device cuda -n 4 -v --kb-report "$out/l1-baseline.json" 2>&1 | tail -30 | tee "$out/l1-baseline.log"
 echo "l1-baseline wall: $(( $(date +%s) - start )) s" | tee -a "$out/device.txt"
 
 # 3. the GPU-marked tests.

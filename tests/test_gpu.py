@@ -88,7 +88,7 @@ def test_level1_baseline_speedup_is_one(pytester):
     report = pytester.path / "l1.json"
     pytester.runpytest_subprocess(
         "--level", "1", "--problems", "1-10", "--dataset", str(SHARED_KB / "problems.jsonl"),
-        "--solutions", "baseline", "--device", "cuda", f"--kb-report={report}",
+        "--solutions", "baseline", "--device", "cuda", "-n", "4", f"--kb-report={report}",
     )
     results = json.loads(report.read_text())["results"]
     assert len(results) == 10 and all(r["outcome"] == "correct" for r in results)
