@@ -39,21 +39,36 @@ def compare_outputs(new: Any, ref: Any, atol: float, rtol: float) -> tuple[bool,
             return False, f"{where}: on {n.device}, expected {r.device}", float("inf")
         if n.numel() == 0:
             continue
-        n64, r64 = n.detach().double(), r.detach().double()
-        bad_new = ~torch.isfinite(n64) & torch.isfinite(r64)
-        if bool(bad_new.any()):
-            return False, f"{where}: {int(bad_new.sum())} NaN/Inf values where the reference is finite", float("inf")
-        diff = (n64 - r64).abs()
-        diff = torch.where(torch.isfinite(diff), diff, torch.zeros_like(diff))
-        worst = max(worst, float(diff.max()))
-        if not torch.allclose(n64, r64, atol=atol, rtol=rtol, equal_nan=True):
-            over = int((~torch.isclose(n64, r64, atol=atol, rtol=rtol, equal_nan=True)).sum())
+        nonfinite, over, diff_max = compare_chunked(n, r, atol, rtol)
+        if nonfinite:
+            return False, f"{where}: {nonfinite} NaN/Inf values where the reference is finite", float("inf")
+        worst = max(worst, diff_max)
+        if over:
             return (
                 False,
-                f"{where}: {over} of {n.numel()} values outside atol={atol:g} rtol={rtol:g} (max abs diff {float(diff.max()):.4g})",
+                f"{where}: {over} of {n.numel()} values outside atol={atol:g} rtol={rtol:g} (max abs diff {diff_max:.4g})",
                 worst,
             )
     return True, "", worst
+
+
+_CHUNK = 1 << 24  # elements compared at a time: bounded extra memory for huge outputs
+
+
+def compare_chunked(n: torch.Tensor, r: torch.Tensor, atol: float, rtol: float) -> tuple[int, int, float]:
+    """(values non-finite where the reference is finite, values outside tolerance, max finite abs diff)."""
+    a, b = n.detach().reshape(-1), r.detach().reshape(-1)
+    nonfinite = over = 0
+    diff_max = 0.0
+    for start in range(0, a.numel(), _CHUNK):
+        x, y = a[start : start + _CHUNK].double(), b[start : start + _CHUNK].double()
+        nonfinite += int((~torch.isfinite(x) & torch.isfinite(y)).sum())
+        diff = (x - y).abs()
+        finite = torch.isfinite(diff)
+        if bool(finite.any()):
+            diff_max = max(diff_max, float(diff[finite].max()))
+        over += int((~torch.isclose(x, y, atol=atol, rtol=rtol, equal_nan=True)).sum())
+    return nonfinite, over, diff_max
 
 
 def shares_memory(out: Any, inputs: list[Any]) -> bool:

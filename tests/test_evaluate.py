@@ -33,7 +33,7 @@ def test_correct_candidate_has_speedup_timings_and_metadata():
 def test_baseline_is_correct_with_speedup_near_one():
     result = evaluate(tiny_problem(), baseline_candidate(tiny_problem()), cpu_config(max_time=0.5))
     assert result.outcome is Outcome.CORRECT, result.message
-    assert 0.5 < result.speedup < 2.0
+    assert 0.33 < result.speedup < 3.0  # CPU timings under a loaded CI machine are noisy; this catches gross errors
 
 
 @pytest.mark.parametrize(
