@@ -16,7 +16,10 @@ __global__ void cumsum_rows_kernel(const float* __restrict__ x, float* __restric
     const float* row = x + blockIdx.x * cols;
     float* out = y + blockIdx.x * cols;
     const int64_t per = (cols + blockDim.x - 1) / blockDim.x;
-    const int64_t begin = min<int64_t>(cols, threadIdx.x * per), end = min<int64_t>(cols, begin + per);
+    int64_t begin = (int64_t)threadIdx.x * per;
+    if (begin > cols) begin = cols;
+    int64_t end = begin + per;
+    if (end > cols) end = cols;
     float total = 0.f;
     for (int64_t i = begin; i < end; ++i) total += row[i];
     // inclusive scan of the totals within the warp
