@@ -57,8 +57,9 @@ def _gpu_judge(name, **overrides):
 def test_work_on_a_side_stream_is_inside_the_measurement():
     result = _gpu_judge("side_stream")
     assert result.outcome is Outcome.CORRECT, result.message
-    # 50 linear layers against one: a timer that missed the side stream would report a large speedup.
-    assert result.speedup < 0.5, result.speedup
+    # Three 4096^3 matmuls against one small linear layer: a timer that missed the side stream
+    # would report a speedup near 1 or above.
+    assert result.speedup < 0.2, result.speedup
     assert result.extra["offstream_samples"].get("new", 0) >= result.new.rounds // 2
     assert not result.extra["offstream_samples"].get("ref")
 

@@ -6,8 +6,8 @@ import triton.language as tl
 
 
 @triton.jit
-def _bad_store(out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK) + (1 << 40)  # far outside any allocation, no mask
+def _bad_store(out_ptr, far, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK) + far  # far (an int64 argument) lies outside any allocation; no mask
     tl.store(out_ptr + offs, tl.zeros([BLOCK], dtype=tl.float32))
 
 
@@ -18,6 +18,6 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         out = torch.relu(self.linear(x))
-        _bad_store[(1,)](out, out.numel(), BLOCK=128)
+        _bad_store[(1,)](out, 1 << 40, BLOCK=128)
         torch.cuda.synchronize()
         return out
