@@ -25,6 +25,7 @@ def run_pytest(args: argparse.Namespace, report: Path) -> None:
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
         "--level", args.level, "--problems", args.problems, "--dataset", args.dataset,
         "--solutions", "baseline", "--device", "cuda", f"--kb-report={report}", "-n", str(args.workers),
+        "--trials", str(args.trials),
     ]
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=False)
@@ -65,6 +66,7 @@ def main() -> int:
     parser.add_argument("--workdir", default="runs/timing-fidelity")
     parser.add_argument("-n", "--workers", type=int, default=8)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--trials", type=int, default=1, help="correctness trials per item (timing is what is measured here)")
     parser.add_argument("--skip-do-bench", action="store_true")
     args = parser.parse_args()
 
@@ -102,7 +104,7 @@ def main() -> int:
         f"Device: {env.get('gpu', env.get('device'))}, torch {env.get('torch')}, CUDA {env.get('cuda', '-')}; "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d}.",
         f"Command: `python benchmarks/timing_fidelity.py --dataset problems.jsonl --level {args.level} "
-        f"--problems {args.problems} -n {args.workers}`",
+        f"--problems {args.problems} -n {args.workers} --trials {args.trials}`",
         "",
         f"- problems judged in both runs: {judged} of {len(common)}",
         f"- both runs within +-2% of 1.00: {within} of {judged}",
