@@ -189,6 +189,7 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
             raise StageFailure("incorrect", f"trial {trial + 1}/{trials}: {reason}")
     found["max_abs_diff"] = worst
     found["trials"] = trials
+    del inputs, pristine  # the last trial's tensors: free them before tracing and timing
 
     # the ATen operators ModelNew.forward dispatches (custom kernels do not show up)
     status.enter("run")
@@ -201,6 +202,7 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
         ops = {}
         found["extra"]["op_trace_error"] = f"{type(exc).__name__}: {exc}"[:300]
     found["extra"]["aten_ops"] = ops
+    del trace_inputs
     if cfg["strict"]:
         compute = optrace.compute_ops(ops)
         if "op_trace_error" in found["extra"]:
@@ -222,8 +224,10 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
     try:
         status.enter("time")
         seed_all(seed + 1000)
-        timed_inputs = to_device(list(reference.get_inputs()))
-        new_inputs, ref_inputs = clone_all(timed_inputs), clone_all(timed_inputs)
+        ref_inputs = to_device(list(reference.get_inputs()))
+        new_inputs = clone_all(ref_inputs)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # hand cached blocks back: other workers may share this GPU
 
         def run_new() -> Any:
             return new_model(*new_inputs)
