@@ -14,6 +14,7 @@ This module imports torch and the engine only: no LLM or reporting libraries.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -197,7 +198,7 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
     trace_inputs = to_device(list(reference.get_inputs()))
     try:
         with torch.no_grad():
-            ops = optrace.trace_ops(lambda: new_model(*trace_inputs))
+            ops = optrace.trace_ops(functools.partial(new_model, *trace_inputs))
     except Exception as exc:  # some extensions refuse dispatch modes; that is no verdict
         ops = {}
         found["extra"]["op_trace_error"] = f"{type(exc).__name__}: {exc}"[:300]
