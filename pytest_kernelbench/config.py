@@ -24,7 +24,8 @@ def default_lock_dir() -> Path:
 class EvalConfig:
     device: str = "cpu"  # "cpu" or "cuda"
     device_index: int = 0
-    timeout: float = 300.0  # wall-clock seconds per candidate, time waiting for the device lock excluded
+    timeout: float = 300.0  # wall-clock seconds charged to the candidate: compile, init, run, compare, time
+    setup_timeout: float = 900.0  # seconds for the harness's own setup: importing torch, building the reference
     mode: str = "eager"  # how the reference runs: "eager" or "compile" (torch.compile)
     atol: float = 1e-2
     rtol: float = 1e-2

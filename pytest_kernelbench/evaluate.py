@@ -40,14 +40,21 @@ def _read_tail(path: Path, limit: int) -> str:
     return data
 
 
+# Stages where the harness, not the candidate, is at work: importing torch and building
+# the reference (torch.compile in --mode compile can take minutes) or waiting for the
+# device lock. They do not count against the candidate's time limit; they have their own.
+SETUP_STAGES = frozenset({"start", "reference"})
+WAIT_STAGES = frozenset({"wait_lock"})
+
+
 class _StatusWatcher:
-    """Follows the stages the worker announces, timing lock waits on this side's clock."""
+    """Follows the stages the worker announces and splits wall time by who was at work."""
 
     def __init__(self, path: Path):
         self.path = path
         self.stage = "start"
-        self.waited = 0.0
-        self._wait_started: float | None = None
+        self._entered = time.monotonic()
+        self._done: dict[str, float] = {}
         self._seen = 0
 
     def poll(self) -> None:
@@ -57,17 +64,19 @@ class _StatusWatcher:
             return
         now = time.monotonic()
         for line in lines[self._seen :]:
-            name = line.partition(" ")[0]
-            if self._wait_started is not None:
-                self.waited += now - self._wait_started
-                self._wait_started = None
-            if name == "wait_lock":
-                self._wait_started = now
-            self.stage = name
+            self._done[self.stage] = self._done.get(self.stage, 0.0) + now - self._entered
+            self.stage, self._entered = line.partition(" ")[0], now
         self._seen = len(lines)
 
-    def waiting_now(self) -> float:
-        return self.waited + (time.monotonic() - self._wait_started if self._wait_started is not None else 0.0)
+    def seconds_in(self, stages: frozenset[str]) -> float:
+        spent = sum(v for k, v in self._done.items() if k in stages)
+        return spent + (time.monotonic() - self._entered if self.stage in stages else 0.0)
+
+    def candidate_seconds(self) -> float:
+        """Wall time charged to the candidate: everything but setup and lock waits."""
+        now = time.monotonic()
+        total = sum(self._done.values()) + now - self._entered
+        return total - self.seconds_in(SETUP_STAGES | WAIT_STAGES)
 
 
 def _rss_bytes(pid: int) -> int:
@@ -161,14 +170,17 @@ def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig) -> Eval
                 # CUDA needs a huge address space, so on GPU the limit is an RSS watch below instead.
                 preexec_fn=_limit_address_space(memory_limit) if memory_limit and config.device == "cpu" else None,
             )
-            timed_out = over_memory = False
+            timed_out = setup_too_long = over_memory = False
             watcher = _StatusWatcher(Path(spec["status_path"]))
             try:
                 while proc.poll() is None:
                     time.sleep(_POLL_SECONDS)
                     watcher.poll()
-                    if time.monotonic() - started - watcher.waiting_now() > config.timeout:
+                    if watcher.candidate_seconds() > config.timeout:
                         timed_out = True
+                        break
+                    if watcher.seconds_in(SETUP_STAGES) > config.setup_timeout:
+                        setup_too_long = True
                         break
                     if memory_limit and config.device != "cpu" and _rss_bytes(proc.pid) > memory_limit:
                         over_memory = True
@@ -183,6 +195,13 @@ def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig) -> Eval
         if over_memory:
             base.outcome, base.stage = STAGE_FAILURE.get(stage, Outcome.UNKNOWN_ERROR), stage
             base.message = f"used more than {config.max_memory_gb:g} GB of host memory during stage '{stage}'" + _with_log(log_tail)
+            return base
+        if setup_too_long:
+            base.outcome, base.stage = Outcome.UNKNOWN_ERROR, stage
+            base.message = (
+                f"the harness took more than {config.setup_timeout:g} s to start and build the reference"
+                f" (stage '{stage}'); raise setup_timeout if the reference is that slow" + _with_log(log_tail)
+            )
             return base
         if timed_out:
             base.outcome, base.stage = Outcome.TIMEOUT, stage

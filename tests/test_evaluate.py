@@ -57,6 +57,28 @@ def test_broken_candidates_get_their_outcome(name, outcome, stage, says, reward)
     assert result.speedup is None and result.ref is None
 
 
+def _slow_reference(seconds):
+    """The tiny problem with a reference that takes ``seconds`` to build: harness time, not the candidate's."""
+    import dataclasses
+
+    problem = tiny_problem()
+    slow = problem.source.replace("super().__init__()", f"super().__init__(); __import__('time').sleep({seconds})")
+    return dataclasses.replace(problem, source=slow)
+
+
+def test_building_the_reference_does_not_count_against_the_candidates_timeout():
+    result = evaluate(_slow_reference(8), baseline_candidate(tiny_problem()), cpu_config(timeout=6))
+    assert result.outcome is Outcome.CORRECT, result.message
+    assert result.stage_seconds["reference"] > 8
+
+
+def test_a_reference_slower_than_the_setup_limit_is_reported_as_the_harness_fault():
+    result = evaluate(_slow_reference(60), baseline_candidate(tiny_problem()), cpu_config(setup_timeout=4))
+    assert result.outcome is Outcome.UNKNOWN_ERROR
+    assert "harness took more than 4 s" in result.message and result.stage == "reference"
+    assert result.wall_seconds < 30
+
+
 def test_hang_times_out_and_the_timeout_excludes_nothing_else():
     started = time.monotonic()
     result = judge("timeout", timeout=6)
