@@ -25,8 +25,8 @@ from .result import EvalResult
 from .terminal import render_summary
 
 ITEMS_MODULE = Path(__file__).with_name("kernel_items.py")
-# Options whose presence on the command line asks for a kernelbench run.
-_TRIGGERS = ("kb_level", "kb_problems", "kb_dataset", "kb_solutions")
+# Options whose presence on the command line asks for a kernelbench run (kb_model: kbagent's --model).
+_TRIGGERS = ("kb_level", "kb_problems", "kb_dataset", "kb_solutions", "kb_model")
 _HAS_PYTEST_TIMEOUT = importlib.util.find_spec("pytest_timeout") is not None
 
 session_key = pytest.StashKey["KernelBenchSession"]()
@@ -39,6 +39,12 @@ class KernelBenchSession:
     solutions: str
     eval_config: EvalConfig
     min_speedup: float
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -78,7 +84,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _active(config: pytest.Config) -> bool:
-    if any(config.getoption(name) for name in _TRIGGERS):
+    if any(config.getoption(name, None) for name in _TRIGGERS):
         return True
     return bool(config.getini("kb_run_by_default")) and config.args_source != pytest.Config.ArgsSource.ARGS
 
@@ -231,8 +237,11 @@ def kb_session(request: pytest.FixtureRequest) -> KernelBenchSession:
 
 
 @pytest.fixture
-def kb_candidate(kb_problem: Problem, kb_session: KernelBenchSession) -> Candidate:
-    """The candidate to judge for this item; skips when the solutions folder has none."""
+def kb_candidate(kb_problem: Problem, kb_session: KernelBenchSession, request: pytest.FixtureRequest) -> Candidate:
+    """The candidate to judge: from a plugin (kbagent's search), else the solutions folder; skips when there is none."""
+    supplied = request.config.hook.pytest_kernelbench_candidate(problem=kb_problem, session=kb_session, request=request)
+    if supplied is not None:
+        return supplied
     device = kb_session.eval_config.device
     candidate = find_candidate(kb_session.solutions, kb_problem, device)
     if candidate is None:
