@@ -10,10 +10,13 @@ from typing import Any
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("KB_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pytest-kernelbench"
-    )
-    return Path(base)
+    if os.environ.get("KB_CACHE_DIR"):
+        return Path(os.environ["KB_CACHE_DIR"])
+    try:
+        import platformdirs
+    except ImportError:  # a bare GPU box running the engine from a checkout
+        return Path(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")) / "pytest-kernelbench"
+    return Path(platformdirs.user_cache_dir("pytest-kernelbench", appauthor=False))
 
 
 def default_lock_dir() -> Path:
@@ -39,7 +42,7 @@ class EvalConfig:
     strict: bool = False  # reject candidates whose forward dispatches PyTorch compute ops
     lock_dir: str = ""
     lock_timeout: float = 3600.0  # seconds to wait for the device lock before giving up
-    build_dir: str = ""  # TORCH_EXTENSIONS_DIR for load_inline builds
+    build_dir: str = ""  # build cache: one TORCH_EXTENSIONS_DIR per candidate key inside (see buildcache.py)
     max_memory_gb: float = 0.0  # host memory per candidate: an address-space rlimit on CPU, an RSS watch on CUDA; 0 = none
     log_chars: int = 10_000  # how much of a failing candidate's log a result keeps
 
@@ -49,7 +52,7 @@ class EvalConfig:
         self.max_reps = self.max_reps or (300 if gpu else 50)
         self.max_time = self.max_time or (3.0 if gpu else 2.0)
         self.lock_dir = self.lock_dir or str(default_lock_dir())
-        self.build_dir = self.build_dir or os.environ.get("TORCH_EXTENSIONS_DIR") or str(default_cache_dir() / "torch_extensions")
+        self.build_dir = self.build_dir or os.environ.get("KB_BUILD_CACHE") or str(default_cache_dir() / "builds")
 
     @property
     def device_label(self) -> str:

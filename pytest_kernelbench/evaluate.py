@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -128,8 +129,20 @@ def worker_env(config: EvalConfig) -> dict[str, str]:
     return env
 
 
-def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig) -> EvalResult:
-    """Judge ``candidate`` against ``problem`` in a fresh subprocess; never raises for candidate faults."""
+def evaluate(
+    problem: Problem,
+    candidate: Candidate,
+    config: EvalConfig,
+    *,
+    build_only: bool = False,
+    stop: threading.Event | None = None,
+) -> EvalResult:
+    """Judge ``candidate`` against ``problem`` in a fresh subprocess; never raises for candidate faults.
+
+    ``build_only``: only import the candidate, so that its extensions land in the build
+    cache (outcome ``correct`` then means "built"); see :mod:`pytest_kernelbench.prebuild`.
+    ``stop``: when set, the worker is killed and the result says so (session ending).
+    """
     started = time.monotonic()
     base = EvalResult(
         problem=problem.id,
@@ -155,6 +168,7 @@ def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig) -> Eval
             "result_path": str(work / "result.json"),
             "status_path": str(work / "status.log"),
             "config": config.to_dict(),
+            "build_only": build_only,
         }
         (work / "spec.json").write_text(json.dumps(spec))
         log_path = work / "worker.log"
@@ -170,7 +184,7 @@ def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig) -> Eval
                 # CUDA needs a huge address space, so on GPU the limit is an RSS watch below instead.
                 preexec_fn=_limit_address_space(memory_limit) if memory_limit and config.device == "cpu" else None,
             )
-            timed_out = setup_too_long = over_memory = False
+            timed_out = setup_too_long = over_memory = stopped = False
             watcher = _StatusWatcher(Path(spec["status_path"]))
             try:
                 while proc.poll() is None:
@@ -181,6 +195,9 @@ def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig) -> Eval
                         break
                     if watcher.seconds_in(SETUP_STAGES) > config.setup_timeout:
                         setup_too_long = True
+                        break
+                    if stop is not None and stop.is_set():
+                        stopped = True
                         break
                     if memory_limit and config.device != "cpu" and _rss_bytes(proc.pid) > memory_limit:
                         over_memory = True
@@ -195,6 +212,9 @@ def evaluate(problem: Problem, candidate: Candidate, config: EvalConfig) -> Eval
         if over_memory:
             base.outcome, base.stage = STAGE_FAILURE.get(stage, Outcome.UNKNOWN_ERROR), stage
             base.message = f"used more than {config.max_memory_gb:g} GB of host memory during stage '{stage}'" + _with_log(log_tail)
+            return base
+        if stopped:
+            base.stage, base.message = stage, f"stopped during stage '{stage}': the session ended"
             return base
         if setup_too_long:
             base.outcome, base.stage = Outcome.UNKNOWN_ERROR, stage

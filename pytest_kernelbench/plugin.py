@@ -19,6 +19,7 @@ from . import benchmark_bridge
 from .candidates import BASELINE, Candidate, candidate_paths, find_candidate
 from .config import EvalConfig
 from .errors import KernelBenchUsageError
+from .prebuild import Prebuilder, default_build_jobs
 from .problems import Problem, dataset_specs, parse_id_ranges, parse_levels, select_problems
 from .report import ReportWriter, environment
 from .result import EvalResult
@@ -79,6 +80,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--kb-max-memory", dest="kb_max_memory", type=float, default=0.0, help="host memory limit per candidate in GB (0: none)"
     )
     group.addoption("--kb-lock-dir", dest="kb_lock_dir", help="folder of per-device timing locks (env KB_LOCK_DIR)")
+    group.addoption(
+        "--build-jobs",
+        dest="kb_build_jobs",
+        type=int,
+        default=None,
+        help="parallel ahead-of-time builds of load_inline candidates (default: the CPU core count; 0: off)",
+    )
+    group.addoption(
+        "--build-cache", dest="kb_build_cache", help="folder of cached extension builds, one per candidate hash (env KB_BUILD_CACHE)"
+    )
+    group.addoption("--shard", dest="kb_shard", help="run shard I of N (1-based, e.g. 2/4): a deterministic split of the problems")
     parser.addini("kb_run_by_default", "run the kernelbench items when pytest gets no path arguments", type="bool", default=False)
     parser.addini("kb_solutions", "default --solutions, relative to the rootdir", default="")
 
@@ -122,6 +134,7 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
     levels = parse_levels(config.getoption("kb_level"))
     ids = parse_id_ranges(config.getoption("kb_problems"))
     problems = select_problems(levels, ids, dataset_specs(config.getoption("kb_dataset")))
+    problems = shard(problems, config.getoption("kb_shard"))
     if config.getoption("kb_trials") < 1:
         raise KernelBenchUsageError("--trials must be at least 1")
     device = _pick_device(config.getoption("kb_device"))
@@ -137,8 +150,25 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
         strict=config.getoption("kb_strict"),
         max_memory_gb=config.getoption("kb_max_memory"),
         lock_dir=config.getoption("kb_lock_dir") or "",
+        build_dir=config.getoption("kb_build_cache") or "",
     )
+    if (config.getoption("kb_build_jobs") or 0) < 0:
+        raise KernelBenchUsageError("--build-jobs must be 0 (off) or more")
     return KernelBenchSession(problems, _solutions(config), eval_config, config.getoption("kb_min_speedup"))
+
+
+def shard(problems: list[Problem], spec: str | None) -> list[Problem]:
+    """``I/N``: every N-th problem starting at the I-th, in the stable problem order (level, id)."""
+    if not spec:
+        return problems
+    index, _, count = spec.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i = n = 0
+    if not (n >= 1 and 1 <= i <= n):
+        raise KernelBenchUsageError(f"--shard {spec}: expected I/N with 1 <= I <= N, e.g. --shard 2/4")
+    return problems[i - 1 :: n]
 
 
 def _report_writer(config: pytest.Config, session: KernelBenchSession) -> ReportWriter:
@@ -261,6 +291,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             names = getattr(item, "fixturenames", None)
             if names is not None and "kb_problem" in names and "benchmark" not in names:
                 names.append("benchmark")
+
+
+prebuilder_key = pytest.StashKey["Prebuilder"]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the build pool on the candidates of the collected items, in run order.
+
+    Under xdist every worker collects every item; only gw0 runs the pool, and the
+    keyed build cache lets any worker use what it built (or wait for a build in flight).
+    """
+    config = session.config
+    kb = config.stash.get(session_key, None)
+    if kb is None or kb.solutions == BASELINE or config.getoption("kb_model", None) or config.getoption("collectonly"):
+        return
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        return
+    jobs = config.getoption("kb_build_jobs")
+    jobs = default_build_jobs() if jobs is None else jobs
+    if jobs == 0:
+        return
+    prebuilder = Prebuilder(kb.eval_config, jobs)
+    config.stash[prebuilder_key] = prebuilder
+    for item in session.items:
+        problem = getattr(item, "callspec", None) and item.callspec.params.get("kb_problem")
+        if isinstance(problem, Problem):
+            candidate = find_candidate(kb.solutions, problem, kb.eval_config.device)
+            if candidate is not None:
+                prebuilder.submit(problem, candidate)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    prebuilder = session.config.stash.get(prebuilder_key, None)
+    if prebuilder is not None:
+        prebuilder.close(wait=False)  # every item has run: builds still in flight are for nothing
 
 
 @pytest.hookimpl(wrapper=True)

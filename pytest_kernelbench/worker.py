@@ -76,6 +76,31 @@ def _load_module(name: str, path: str) -> Any:
     return module
 
 
+def compile_candidate(spec: dict[str, Any], torch: Any, device: Any, found: dict[str, Any]) -> Any:
+    """Import the candidate (``load_inline`` builds happen here) inside its own keyed build folder."""
+    from .buildcache import BuildFolder, build_key
+
+    cfg = spec["config"]
+    key = build_key(Path(spec["candidate_path"]).read_text(), torch, device)
+    folder = BuildFolder(cfg["build_dir"], key, timeout=float(cfg["timeout"]))
+    try:
+        with folder:
+            found["extra"]["build_cached"] = folder.cached
+            return _load_module("kb_candidate", spec["candidate_path"])
+    except BaseException as exc:  # SyntaxError, build failures, SystemExit ...
+        raise StageFailure("compile_error", _exc_text(exc)) from None
+
+
+def build_only(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
+    """Prebuild: import the candidate so that its extensions land in the build cache; judge nothing."""
+    import torch
+
+    cfg = spec["config"]
+    device = torch.device(cfg["device"], cfg["device_index"]) if cfg["device"] == "cuda" else torch.device("cpu")
+    status.enter("compile")
+    compile_candidate(spec, torch, device, found)
+
+
 def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
     """Run the stages, filling ``found`` as they go (so a failure keeps what was learnt before it)."""
     import torch
@@ -141,10 +166,7 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
 
     # compile
     status.enter("compile")
-    try:
-        candidate = _load_module("kb_candidate", spec["candidate_path"])
-    except BaseException as exc:  # SyntaxError, build failures, SystemExit ...
-        raise StageFailure("compile_error", _exc_text(exc)) from None
+    candidate = compile_candidate(spec, torch, device, found)
     if not hasattr(candidate, "ModelNew"):
         raise StageFailure("compile_error", "the candidate defines no ModelNew class")
     check_tamper("import")
@@ -318,7 +340,7 @@ def main(argv: list[str]) -> int:
     status = Status(spec["status_path"])
     outcome, message, found = "correct", "", {"extra": {}}
     try:
-        judge(spec, status, found)
+        (build_only if spec.get("build_only") else judge)(spec, status, found)
     except StageFailure as failure:
         outcome, message = failure.outcome, failure.message
     except BaseException as exc:  # a harness or problem bug: still a result

@@ -1,0 +1,55 @@
+"""The build pool and the keyed build cache, end to end through pytest (C++ extensions on CPU)."""
+
+import json
+import shutil
+
+import pytest
+import torch  # noqa: F401  imported before pytester snapshots sys.modules
+
+from helpers import DATA, TINY_PROBLEM
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
+SAMENAME = DATA / "samename"
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "KERNELBENCH_DATASET"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KB_EXTRA_LEVELS", "9")
+
+
+def _results(path):
+    return {r["problem"]: r for r in json.loads(path.read_text())["results"]}
+
+
+def test_same_extension_name_never_shares_a_build_and_a_rejudge_does_not_compile(pytester):
+    problems = pytester.path / "problems" / "level9"
+    sols = pytester.path / "sols" / "level9"
+    problems.mkdir(parents=True)
+    sols.mkdir(parents=True)
+    for name, solution in (("1_TinyA", "relu_ext"), ("2_TinyB", "abs_ext")):
+        shutil.copy(TINY_PROBLEM, problems / f"{name}.py")
+        shutil.copy(SAMENAME / f"{solution}.py", sols / f"{name}.py")
+    report = pytester.path / "report.json"
+    args = [
+        "--level", "9", "--dataset", str(problems.parent), "--solutions", str(sols.parent), "--device", "cpu",
+        "--trials", "2", "--build-jobs", "2", "--build-cache", str(pytester.path / "cache"),
+        "--kb-report", str(report), "-p", "no:cacheprovider", "-p", "no:randomly",
+    ]  # fmt: skip
+
+    first = pytester.runpytest_subprocess(*args, timeout=600)
+    first.assert_outcomes(passed=1, failed=1)
+    results = _results(report)
+    # Both call their extension kb_samename: B must be judged on its own (wrong) library, not A's.
+    assert results["L9-1_TinyA"]["outcome"] == "correct"
+    assert results["L9-2_TinyB"]["outcome"] == "incorrect"
+    # B's judge started after A's was done: the pool had built B ahead of it.
+    assert results["L9-2_TinyB"]["extra"]["build_cached"] is True
+    assert len([p for p in (pytester.path / "cache").iterdir() if p.is_dir()]) == 2
+
+    second = pytester.runpytest_subprocess(*args, timeout=600)
+    second.assert_outcomes(passed=1, failed=1)
+    for result in _results(report).values():
+        assert result["extra"]["build_cached"] is True
+        assert result["stage_seconds"]["compile"] < 10, result["stage_seconds"]  # a cold build takes 20 s and more here
