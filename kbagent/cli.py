@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -82,6 +85,224 @@ def table_command(reports: list[Path] = typer.Argument(..., help="JSON files wri
         typer.echo(report_table(data, results))
 
 
+API_KEY_ENV = "KBAGENT_API_KEY"
+
+
+class _BadInput(Exception):
+    """Bad command-line input: one line on stderr, exit code 2."""
+
+
+def _default_out(level: str) -> Path:
+    return Path("runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{level}"
+
+
+@app.command("search")
+def search_command(
+    problem_file: Path | None = typer.Argument(
+        None, help="KernelBench-format problem (Model, get_inputs, get_init_inputs); not needed with --resume"
+    ),
+    model: str | None = typer.Option(
+        None, help="litellm model: gemini/..., openai/..., anthropic/..., or scripted/reference (no key, no network)"
+    ),
+    num_samples: int | None = typer.Option(None, help="ideas in the brainstorm, and samples per phase [10]"),
+    num_phases: int | None = typer.Option(None, help="phases, phase 0 included [3]"),
+    max_fix_attempts: int | None = typer.Option(None, help="repair calls per failing sample [2]"),
+    num_workers: int | None = typer.Option(None, help="LLM calls in flight [4]"),
+    dry_run: bool | None = typer.Option(None, "--dry-run/--no-dry-run", help="the whole loop without evaluating anything"),
+    query_budget: int | None = typer.Option(None, help="stop after this many LLM calls [none]"),
+    max_cost: float | None = typer.Option(None, help="stop starting LLM calls once this many dollars are spent [none]"),
+    temperature: float | None = typer.Option(None, help="sampling temperature [0.7]"),
+    max_tokens: int | None = typer.Option(None, help="max tokens per reply [8192]"),
+    api_base: str | None = typer.Option(None, help="OpenAI-compatible base URL (vLLM, a gateway), e.g. http://host:8000/v1"),
+    api_key: str | None = typer.Option(
+        None, envvar=API_KEY_ENV, show_default=False, help="API key (else the provider's own env variable); never saved or printed"
+    ),
+    strategy: str | None = typer.Option(None, help="parent selection: lineage-topk (PIKE) [default], elite-diverse, tournament, roulette"),
+    num_parents: int | None = typer.Option(None, help="parents per improve phase [4]"),
+    elitism: bool | None = typer.Option(None, "--elitism/--no-elitism", help="keep the best-ever candidate as a parent [on]"),
+    language: str | None = typer.Option(None, help="cuda, triton or cpp [cuda on GPU, cpp on CPU]"),
+    eval_jobs: int | None = typer.Option(None, help="evaluations at once [half the cores, at most 8]"),
+    seed: int | None = typer.Option(None, help="seed of parent selection [0]"),
+    out: Path | None = typer.Option(None, help="run folder [runs/<timestamp>-<level>]"),
+    resume: bool = typer.Option(False, "--resume", help="continue the run in --out: finished LLM calls and evaluations are not redone"),
+    as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object (the summary) on stdout"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress lines on stderr"),
+    device: str | None = typer.Option(None, help="cpu or cuda (default: cuda if available)"),
+    timeout: float | None = typer.Option(None, help="wall-clock seconds per evaluation [300]"),
+    mode: str | None = typer.Option(None, help="reference as 'eager' or 'compile' (torch.compile) [eager]"),
+    atol: float | None = typer.Option(None, help="absolute tolerance [1e-2]"),
+    rtol: float | None = typer.Option(None, help="relative tolerance [1e-2]"),
+    trials: int | None = typer.Option(None, help="correctness trials with fresh seeded inputs [5]"),
+    eval_seed: int | None = typer.Option(None, help="base random seed of the judge [42]"),
+    strict: bool | None = typer.Option(None, "--strict/--no-strict", help="reject candidates whose forward runs PyTorch compute ops"),
+) -> None:
+    """Agent search for one problem: brainstorm, write, fix and improve candidates, judge each one.
+    Exit code: 0 a correct candidate was found (dry run: a candidate), 1 none, 2 bad input."""
+    from kbagent.search import make_search_llm, run_search_sync
+    from pytest_kernelbench.errors import KernelBenchUsageError
+
+    search_given = {
+        "model": model, "num_samples": num_samples, "num_phases": num_phases, "max_fix_attempts": max_fix_attempts,
+        "num_workers": num_workers, "dry_run": dry_run, "query_budget": query_budget, "max_cost_usd": max_cost,
+        "temperature": temperature, "max_tokens": max_tokens, "api_base": api_base, "strategy": strategy,
+        "num_parents": num_parents, "elitism": elitism, "language": language, "eval_jobs": eval_jobs, "seed": seed,
+    }  # fmt: skip
+    search_given = {k: v for k, v in search_given.items() if v is not None}
+    eval_given = {"timeout": timeout, "mode": mode, "atol": atol, "rtol": rtol, "trials": trials, "seed": eval_seed, "strict": strict}
+    eval_given = {k: v for k, v in eval_given.items() if v is not None}
+    try:
+        if device not in (None, "cpu", "cuda"):
+            raise _BadInput(f"--device {device}: choose cpu or cuda")
+        if mode not in (None, "eager", "compile"):
+            raise _BadInput(f"--mode {mode}: choose eager or compile")
+        if resume:
+            problem, config, eval_saved, out = _resume_inputs(problem_file, out, search_given)
+        else:
+            problem, config, eval_saved, out = _fresh_inputs(problem_file, out, search_given)
+        config.api_key = api_key or None
+        eval_values = {**eval_saved, **eval_given}
+        device = _pick_device(device or eval_values.pop("device", None))
+        eval_values.pop("device", None)
+        eval_config = _eval_config(device, eval_values)
+        config = config.validated(device)
+        llm = make_search_llm(config)
+    except (_BadInput, KernelBenchUsageError, ValueError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+    def progress(line: str) -> None:
+        if not quiet:
+            typer.echo(f"[kbagent] {line}", err=True)
+
+    progress(f"{problem.name}: model {config.model}, {config.num_samples} samples x {config.num_phases} phases, strategy "
+             f"{config.strategy}, language {config.language}, device {eval_config.device_label}{' (dry run)' if config.dry_run else ''}; "
+             f"run folder {out}")  # fmt: skip
+    try:
+        result = run_search_sync(problem, config, eval_config, llm, out, on_event=progress)
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted: continue with  kbagent search --resume --out {out}", err=True)
+        raise typer.Exit(130) from None
+    summary = {**result.summary, "run_dir": str(out)}
+    best = summary["best"] or {}
+    ok = best.get("outcome") == "correct" or (config.dry_run and result.best is not None)
+    if as_json:
+        typer.echo(json.dumps(summary))
+    else:
+        if best:
+            speed = f" {best['speedup']:.3f}x" if best.get("speedup") is not None else ""
+            typer.echo(f"best: {best['node']} {best.get('outcome') or 'not evaluated'}{speed} -> {best['path']}")
+        else:
+            typer.echo("best: no candidate")
+        tokens = summary["tokens"]["total"]
+        typer.echo(
+            f"{summary['llm_calls']} LLM calls ({summary['llm_calls_replayed']} replayed), {tokens} tokens, "
+            f"${summary['cost_usd']:.4f}; {summary['evaluations']} evaluations; {summary['stop_reason']}; run folder {out}"
+        )
+    raise typer.Exit(0 if ok else 1)
+
+
+def _fresh_inputs(problem_file: Path | None, out: Path | None, given: dict[str, Any]) -> tuple[Any, Any, dict[str, Any], Path]:
+    from kbagent.runfolder import RunFolder
+    from kbagent.search import SearchConfig
+    from pytest_kernelbench.problems import problem_from_path
+
+    if problem_file is None:
+        raise _BadInput("missing PROBLEM_FILE (or continue a run with --resume --out RUN_FOLDER)")
+    problem = problem_from_path(problem_file)
+    level = problem.level if problem.level != "file" else problem_file.resolve().parent.name or "file"
+    out = out or _default_out(level)
+    if out.exists() and not out.is_dir():
+        raise _BadInput(f"--out {out}: not a folder")
+    if not RunFolder(out).is_empty():
+        raise _BadInput(f"--out {out}: the folder is not empty; add --resume to continue that run, or choose another --out")
+    if "model" not in given:
+        raise _BadInput("--model is required (a litellm model such as openai/gpt-4o, or scripted/reference)")
+    return problem, SearchConfig(**given), {}, out
+
+
+def _resume_inputs(problem_file: Path | None, out: Path | None, given: dict[str, Any]) -> tuple[Any, Any, dict[str, Any], Path]:
+    from kbagent.runfolder import RunFolder
+    from kbagent.search import SearchConfig
+    from pytest_kernelbench.problems import Problem, problem_from_path
+
+    if out is None:
+        raise _BadInput("--resume needs --out RUN_FOLDER (the run to continue)")
+    saved = RunFolder(out).load_config()
+    source_path = out / "problem.py"
+    if not isinstance(saved, dict) or not source_path.is_file():
+        raise _BadInput(f"--out {out}: no run to resume there (no config.json and problem.py)")
+    p = saved.get("problem", {})
+    problem = Problem(str(p.get("level", "file")), int(p.get("problem_id", 0)), str(p.get("name", "problem")),
+                      source_path.read_text(encoding="utf-8"), str(p.get("origin", "")))  # fmt: skip
+    if problem_file is not None and problem_from_path(problem_file).source_hash != problem.source_hash:
+        raise _BadInput(f"{problem_file}: not the problem of the run in {out}")
+    config = SearchConfig.from_public(saved.get("search", {}), **given)
+    return problem, config, dict(saved.get("eval", {})), out
+
+
+def _eval_config(device: str, values: dict[str, Any]) -> Any:
+    import dataclasses
+
+    from pytest_kernelbench.config import EvalConfig
+
+    fields = {f.name for f in dataclasses.fields(EvalConfig)} - {"device", "lock_dir", "build_dir"}
+    values = {k: v for k, v in values.items() if k in fields}
+    if values.get("trials", 1) < 1:
+        raise _BadInput("--trials must be at least 1")
+    if values.get("timeout", 1) <= 0:
+        raise _BadInput("--timeout must be a positive number of seconds")
+    return EvalConfig(device=device, **values)
+
+
+@app.command("report")
+def report_command(
+    run_folder: Path = typer.Argument(..., help="a search run folder, or a folder of them (a pytest --model run's --out)"),
+    plots: Path | None = typer.Option(None, help="where the PNG plots go [RUN_FOLDER/plots]"),
+    no_plots: bool = typer.Option(False, "--no-plots", help="print the table only"),
+) -> None:
+    """Table of the searches in RUN_FOLDER, and plots: speedup per phase per task, geomean speedup vs
+    phase, speedup vs LLM calls and vs dollars."""
+    from kbagent import plots as kbplots
+    from kbagent.runfolder import find_runs
+
+    if not run_folder.is_dir():
+        typer.echo(f"error: {run_folder}: no such run folder", err=True)
+        raise typer.Exit(2)
+    runs = [kbplots.load_run(path) for path in find_runs(run_folder)]
+    if not runs:
+        typer.echo(f"error: {run_folder}: no search runs in it (no summary.json)", err=True)
+        raise typer.Exit(2)
+    typer.echo(kbplots.table(runs))
+    if no_plots:
+        return
+    try:
+        written = kbplots.draw(runs, plots or run_folder / "plots")
+    except ImportError:
+        typer.echo("error: the plots need matplotlib: pip install 'pytest-kernelbench[plot]'", err=True)
+        raise typer.Exit(2) from None
+    for path in written:
+        typer.echo(f"wrote {path}")
+
+
+def entry(argv: list[str] | None = None) -> None:
+    """The ``kbagent`` script: like ``app()``, but a usage error (a bad option value, an unknown
+    option) is one line on stderr and exit code 2."""
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except Exception as exc:
+        format_message = getattr(exc, "format_message", None)
+        exit_code = getattr(exc, "exit_code", None)
+        if not callable(format_message) or not isinstance(exit_code, int):
+            raise
+        message = " ".join(str(format_message()).split())
+        if message:
+            typer.echo(f"error: {message}", err=True)
+        sys.exit(exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
 def _pick_device(device: str | None) -> str:
     import torch
 
@@ -93,4 +314,4 @@ def _pick_device(device: str | None) -> str:
 
 
 if __name__ == "__main__":
-    app()
+    entry()

@@ -1,0 +1,183 @@
+"""``kbagent report``: a table and the plots of search runs (matplotlib, Agg, imported lazily).
+
+Plots (PNG), for one run folder or a folder of them (a pytest ``--model`` run's ``--out``):
+
+* ``speedup_per_phase.png`` - best speedup so far after each phase, one line per task;
+* ``geomean_vs_phase.png`` - geometric mean over tasks of that best speedup so far;
+* ``speedup_vs_calls.png`` - best speedup so far against LLM calls made (per task, and the geomean);
+* ``speedup_vs_cost.png`` - best speedup so far against dollars spent, per task.
+
+A task with no correct candidate yet counts as speedup 1.0 in the geometric means (the reference
+itself is always available); in per-task lines it has no point until its first correct candidate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+from kbagent.runfolder import load_summary, load_tree
+
+
+@dataclasses.dataclass
+class Run:
+    path: Path
+    summary: dict[str, Any]
+    tree: list[dict[str, Any]]
+
+    @property
+    def task(self) -> str:
+        problem = self.summary.get("problem") or {}
+        return str(problem.get("id") or problem.get("name") or self.path.name)
+
+    def phase_series(self) -> list[tuple[int, float | None]]:
+        return [(int(row["phase"]), row.get("best_so_far")) for row in self.summary.get("phases", [])]
+
+    def timeline(self) -> list[tuple[int, float, float | None]]:
+        """(LLM calls so far, dollars so far, best speedup so far) after each call, in reply order."""
+        calls = sorted((n for n in self.tree if n.get("seq")), key=lambda n: n["seq"])
+        points = []
+        cost = 0.0
+        best: float | None = None
+        for i, node in enumerate(calls, start=1):
+            cost += float(node.get("cost_usd") or 0.0)
+            if node.get("outcome") == "correct" and node.get("speedup") is not None:
+                best = node["speedup"] if best is None else max(best, node["speedup"])
+            points.append((i, cost, best))
+        return points
+
+
+def load_run(path: Path) -> Run:
+    return Run(Path(path), load_summary(path) or {}, load_tree(path))
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None and v > 0]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table(runs: list[Run]) -> str:
+    """A fixed-width table, one row per task, and a totals line."""
+    header = ("task", "outcome", "speedup", "best", "phases", "calls", "tokens", "cost $", "stop")
+    rows = []
+    for run in runs:
+        s = run.summary
+        best = s.get("best") or {}
+        rows.append(
+            (
+                run.task,
+                best.get("outcome") or ("none" if not best else "not evaluated"),
+                _fmt(best.get("speedup"), ".3f"),
+                best.get("node") or "-",
+                str(s.get("phases_done", len(s.get("phases", [])))),
+                str(s.get("llm_calls", 0)),
+                str((s.get("tokens") or {}).get("total", 0)),
+                _fmt(s.get("cost_usd"), ".4f"),
+                str(s.get("stop_reason", "")),
+            )
+        )
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    correct = [r for r in runs if (r.summary.get("best") or {}).get("outcome") == "correct"]
+    speeds = [(r.summary["best"]["speedup"] if r in correct else 1.0) for r in runs]
+    gm = geomean([s for s in speeds if s is not None])
+    calls = sum(int(r.summary.get("llm_calls", 0)) for r in runs)
+    cost = sum(float(r.summary.get("cost_usd") or 0.0) for r in runs)
+    lines.append("")
+    lines.append(
+        f"{len(runs)} tasks, {len(correct)} correct; geomean speedup of the best candidates (no correct one = 1.0): "
+        f"{_fmt(gm, '.3f')}; {calls} LLM calls, ${cost:.4f}"
+    )
+    return "\n".join(lines)
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _legend(ax: Any, n: int) -> None:
+    if 0 < n <= 12:
+        ax.legend(fontsize="small")
+
+
+def draw(runs: list[Run], out_dir: Path) -> list[Path]:
+    """Write the four PNGs into ``out_dir``; returns their paths. ImportError without matplotlib."""
+    plt = _pyplot()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+
+    def save(fig: Any, name: str) -> None:
+        path = out_dir / name
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+    # speedup per phase per task
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for run in runs:
+        series = run.phase_series()
+        xs = [p for p, _ in series]
+        ys = [v if v is not None else float("nan") for _, v in series]
+        ax.plot(xs, ys, marker="o", label=run.task)
+    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set(xlabel="phase", ylabel="best speedup so far (x)", title="Speedup per phase, per task")
+    _legend(ax, len(runs))
+    save(fig, "speedup_per_phase.png")
+
+    # geomean vs phase
+    n_phases = max((len(r.phase_series()) for r in runs), default=0)
+    xs, ys = [], []
+    for phase in range(n_phases):
+        values = []
+        for run in runs:
+            series = run.phase_series()
+            value = series[min(phase, len(series) - 1)][1] if series else None
+            values.append(value if value is not None else 1.0)
+        xs.append(phase)
+        ys.append(geomean(values) or 1.0)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(xs, ys, marker="o", color="tab:blue")
+    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set(xlabel="phase", ylabel="geomean of best speedup (x)", title=f"Geomean speedup vs phase ({len(runs)} tasks)")
+    save(fig, "geomean_vs_phase.png")
+
+    # speedup vs LLM calls, and vs dollars
+    timelines = [(run, run.timeline()) for run in runs]
+    for name, axis, xlabel in (("speedup_vs_calls.png", 0, "LLM calls"), ("speedup_vs_cost.png", 1, "dollars spent")):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for run, points in timelines:
+            xs = [p[axis] for p in points]
+            ys = [p[2] if p[2] is not None else float("nan") for p in points]
+            ax.step(xs, ys, where="post", label=run.task)
+        if axis == 0 and len(runs) > 1:
+            longest = max((len(points) for _, points in timelines), default=0)
+            gm = []
+            for k in range(1, longest + 1):
+                values = []
+                for _, points in timelines:
+                    if points:
+                        value = points[min(k, len(points)) - 1][2]
+                        values.append(value if value is not None else 1.0)
+                gm.append(geomean(values) or 1.0)
+            ax.step(range(1, longest + 1), gm, where="post", color="black", linewidth=2, label="geomean")
+        ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+        ax.set(xlabel=xlabel, ylabel="best speedup so far (x)", title=f"Speedup vs {xlabel}")
+        _legend(ax, len(runs) + (1 if axis == 0 and len(runs) > 1 else 0))
+        save(fig, name)
+    return written
