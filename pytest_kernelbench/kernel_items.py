@@ -8,15 +8,14 @@ from __future__ import annotations
 import pytest
 
 from pytest_kernelbench import benchmark_bridge
-from pytest_kernelbench.evaluate import evaluate
 from pytest_kernelbench.outcome import Outcome
-from pytest_kernelbench.plugin import result_key
+from pytest_kernelbench.plugin import judge, result_key
 
 _HF_HINTS = ("huggingface", "hf_hub", "from_pretrained", "transformers", "offline")
 
 
 def test_kernel(kb_problem, kb_session, kb_candidate, request, record_property):
-    result = evaluate(kb_problem, kb_candidate, kb_session.eval_config)
+    result = judge(request.config, kb_problem, kb_candidate, kb_session)
     request.node.stash[result_key] = result
     for name in ("outcome", "speedup", "reward", "ref_ms", "new_ms", "stage", "source_hash"):
         value = getattr(result, name)

@@ -90,6 +90,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--build-cache", dest="kb_build_cache", help="folder of cached extension builds, one per candidate hash (env KB_BUILD_CACHE)"
     )
+    group.addoption(
+        "--ray-address",
+        dest="kb_ray_address",
+        help="judge on a Ray cluster: auto, HOST:PORT, or local (an in-process instance); one task and one GPU per candidate",
+    )
     group.addoption("--shard", dest="kb_shard", help="run shard I of N (1-based, e.g. 2/4): a deterministic split of the problems")
     parser.addini("kb_run_by_default", "run the kernelbench items when pytest gets no path arguments", type="bool", default=False)
     parser.addini("kb_solutions", "default --solutions, relative to the rootdir", default="")
@@ -294,17 +299,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 prebuilder_key = pytest.StashKey["Prebuilder"]()
+remote_key = pytest.StashKey["RayEvaluator"]()
+
+
+def judge(config: pytest.Config, problem: Problem, candidate: Candidate, session: KernelBenchSession) -> EvalResult:
+    """One item's result: from the Ray cluster when ``--ray-address`` is given, else judged here."""
+    remote = config.stash.get(remote_key, None)
+    if remote is not None:
+        return remote.result(problem, candidate)
+    from .evaluate import evaluate
+
+    return evaluate(problem, candidate, session.eval_config)
+
+
+def _planned(session: pytest.Session, kb: KernelBenchSession) -> list[tuple[Problem, Candidate]]:
+    planned = []
+    for item in session.items:
+        problem = getattr(item, "callspec", None) and item.callspec.params.get("kb_problem")
+        if isinstance(problem, Problem):
+            candidate = find_candidate(kb.solutions, problem, kb.eval_config.device)
+            if candidate is not None:
+                planned.append((problem, candidate))
+    return planned
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Start the build pool on the candidates of the collected items, in run order.
+    """Start the work ahead of the items: every evaluation on the Ray cluster, or the build pool.
 
     Under xdist every worker collects every item; only gw0 runs the pool, and the
     keyed build cache lets any worker use what it built (or wait for a build in flight).
     """
     config = session.config
     kb = config.stash.get(session_key, None)
-    if kb is None or kb.solutions == BASELINE or config.getoption("kb_model", None) or config.getoption("collectonly"):
+    if kb is None or config.getoption("kb_model", None) or config.getoption("collectonly"):
+        return
+    address = config.getoption("kb_ray_address")
+    if address:
+        from .remote import RayEvaluator
+
+        remote = RayEvaluator(address, kb.eval_config)
+        config.stash[remote_key] = remote
+        for problem, candidate in _planned(session, kb):
+            remote.submit(problem, candidate)
+        return
+    if kb.solutions == BASELINE:
         return
     if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
         return
@@ -314,18 +352,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     prebuilder = Prebuilder(kb.eval_config, jobs)
     config.stash[prebuilder_key] = prebuilder
-    for item in session.items:
-        problem = getattr(item, "callspec", None) and item.callspec.params.get("kb_problem")
-        if isinstance(problem, Problem):
-            candidate = find_candidate(kb.solutions, problem, kb.eval_config.device)
-            if candidate is not None:
-                prebuilder.submit(problem, candidate)
+    for problem, candidate in _planned(session, kb):
+        prebuilder.submit(problem, candidate)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     prebuilder = session.config.stash.get(prebuilder_key, None)
     if prebuilder is not None:
         prebuilder.close(wait=False)  # every item has run: builds still in flight are for nothing
+    remote = session.config.stash.get(remote_key, None)
+    if remote is not None:
+        remote.close()
 
 
 @pytest.hookimpl(wrapper=True)
