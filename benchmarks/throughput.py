@@ -1,0 +1,177 @@
+"""Candidates judged per hour: serial vs the build pool pipeline vs a warm build cache (issue 5).
+
+    python benchmarks/throughput.py --device cuda --count 16 --build-jobs 16 --out OUTDIR
+    python benchmarks/throughput.py --device cpu --count 4 --build-jobs 2 --out OUTDIR   # C++ variants
+
+The candidates are distinct sources of one kernel (the bundled CUDA solution of
+mini/1_LeakyReluScale with different block sizes and grid caps; on CPU the C++ one with
+different unroll constants), all calling their extension by the same name, so each one
+is a real cold build. Phases, each with its own empty build cache unless noted:
+
+* pipeline: the plugin's path: a :class:`Prebuilder` with ``--build-jobs`` workers gets
+  every candidate up front, the judge takes them in order (waiting on the build in flight).
+* warm: the same candidates again on the pipeline's cache: no compile at all.
+* serial: one candidate at a time, each built inside its own judge (no pool): the first
+  ``--serial-count`` candidates only, as each costs a full cold build.
+
+GPU busy fraction: sampled with nvidia-smi every 0.5 s during the pipeline phase, and from
+the judges' own stage times (init + run + compare + time) over the phase's wall time.
+Writes OUT/throughput.json (a phase at a time, so a cut-off run keeps what it finished)
+and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime
+import itertools
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from pytest_kernelbench.candidates import Candidate  # noqa: E402
+from pytest_kernelbench.config import EvalConfig  # noqa: E402
+from pytest_kernelbench.evaluate import evaluate  # noqa: E402
+from pytest_kernelbench.prebuild import Prebuilder  # noqa: E402
+from pytest_kernelbench.problems import problem_from_path  # noqa: E402
+
+PROBLEM = REPO / "problems" / "mini" / "1_LeakyReluScale.py"
+GPU_STAGES = ("init", "run", "compare", "time")
+
+
+def variants(device: str, count: int) -> list[Candidate]:
+    if device == "cuda":
+        base = (REPO / "solutions" / "mini" / "1_LeakyReluScale.cuda.py").read_text()
+        knobs = itertools.product((128, 256, 512, 1024), (4, 8, 16, 32, 64, 128))
+        out = []
+        for threads, cap in itertools.islice(knobs, count):
+            src = base.replace("const int threads = 256;", f"const int threads = {threads};")
+            src = src.replace("(int64_t)sms * 32", f"(int64_t)sms * {cap}")
+            out.append(Candidate(src, "", f"threads={threads},cap={cap}"))
+    else:
+        base = (REPO / "solutions" / "mini" / "1_LeakyReluScale.cpu.py").read_text()
+        out = [Candidate(base + f"\n# variant {i}\n_VARIANT = {i}\n", "", f"variant={i}") for i in range(count)]
+    assert len({c.source_hash for c in out}) == len(out) == count, "need distinct sources"
+    return out
+
+
+class GpuSampler:
+    def __init__(self, device: str):
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True) if device == "cuda" and shutil.which("nvidia-smi") else None
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                text = subprocess.run(
+                    ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-i", "0"],
+                    capture_output=True, text=True, timeout=5,
+                ).stdout  # fmt: skip
+                self.samples.append(float(text.split()[0]))
+            except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+                pass
+
+    def __enter__(self) -> GpuSampler:
+        if self._thread:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+
+    @property
+    def busy(self) -> float | None:
+        return sum(1 for s in self.samples if s > 0) / len(self.samples) if self.samples else None
+
+
+def run_phase(name, problem, candidates, config, jobs, device, judges=1):
+    started = time.monotonic()
+    prebuilder = Prebuilder(config, jobs) if jobs else None
+    with GpuSampler(device) as sampler:
+        if prebuilder:
+            for c in candidates:
+                prebuilder.submit(problem, c)
+        # ``judges`` evaluations at once, as ``pytest -n judges`` would: their setup, import and
+        # correctness runs overlap; timing takes the device lock in turn.
+        with concurrent.futures.ThreadPoolExecutor(judges) as pool:
+            results = list(pool.map(lambda c: evaluate(problem, c, config), candidates))
+    wall = time.monotonic() - started
+    if prebuilder:
+        prebuilder.close(wait=False)
+    gpu_seconds = sum(r.stage_seconds.get(s, 0.0) for r in results for s in GPU_STAGES)
+    row = {
+        "phase": name,
+        "candidates": len(candidates),
+        "build_jobs": jobs,
+        "judges": judges,
+        "wall_s": round(wall, 1),
+        "per_hour": round(len(candidates) * 3600 / wall),
+        "correct": sum(r.correct for r in results),
+        "cached_builds": sum(bool(r.extra.get("build_cached")) for r in results),
+        "judge_gpu_stage_fraction": round(gpu_seconds / wall, 3),
+        "nvidia_smi_busy_fraction": None if sampler.busy is None else round(sampler.busy, 3),
+        "median_compile_stage_s": round(sorted(r.stage_seconds.get("compile", 0.0) for r in results)[len(results) // 2], 2),
+        "outcomes": sorted({r.outcome.value for r in results}),
+        "speedups": [round(r.speedup, 3) if r.speedup else None for r in results],
+    }
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
+    parser.add_argument("--count", type=int, default=16)
+    parser.add_argument("--build-jobs", type=int, default=16)
+    parser.add_argument("--serial-count", type=int, default=2)
+    parser.add_argument("--judges", type=int, default=4, help="evaluations at once in the pipeline phases (as pytest -n)")
+    parser.add_argument("--phases", default="pipeline,warm,serial")
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=Path("throughput-out"))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    problem = problem_from_path(PROBLEM)
+    candidates = variants(args.device, args.count)
+    scratch = Path(tempfile.mkdtemp(prefix="kb-throughput-"))
+    doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"), "args": vars(args) | {"out": str(args.out)}}
+    doc["phases"] = []
+
+    def config(cache: str) -> EvalConfig:
+        return EvalConfig(device=args.device, trials=args.trials, build_dir=str(scratch / cache), lock_dir=str(scratch / "locks"))
+
+    for phase in args.phases.split(","):
+        if phase == "pipeline":
+            row = run_phase("pipeline (cold)", problem, candidates, config("pipeline"), args.build_jobs, args.device, args.judges)
+        elif phase == "warm":
+            row = run_phase("pipeline (warm cache)", problem, candidates, config("pipeline"), args.build_jobs, args.device, args.judges)
+        elif phase == "serial":
+            row = run_phase("serial (cold)", problem, candidates[: args.serial_count], config("serial"), 0, args.device)
+        else:
+            raise SystemExit(f"error: unknown phase {phase!r}: choose from pipeline, warm, serial")
+        doc["phases"].append(row)
+        (args.out / "throughput.json").write_text(json.dumps(doc, indent=1))
+
+    print("\n| phase | candidates | build jobs | judges | wall s | per hour | correct | cached | GPU busy (smi) | GPU stages / wall |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in doc["phases"]:
+        busy = "-" if r["nvidia_smi_busy_fraction"] is None else f"{r['nvidia_smi_busy_fraction']:.0%}"
+        print(
+            f"| {r['phase']} | {r['candidates']} | {r['build_jobs']} | {r['judges']} | {r['wall_s']} | {r['per_hour']} | {r['correct']} | "
+            f"{r['cached_builds']} | {busy} | {r['judge_gpu_stage_fraction']:.0%} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
