@@ -51,12 +51,12 @@ GPU_STAGES = ("init", "run", "compare", "time")
 def variants(device: str, count: int) -> list[Candidate]:
     if device == "cuda":
         base = (REPO / "solutions" / "mini" / "1_LeakyReluScale.cuda.py").read_text()
-        knobs = itertools.product((128, 256, 512, 1024), (4, 8, 16, 32, 64, 128))
+        knobs = itertools.product(("-O3", "-O2"), (128, 256, 512, 1024, 64), (4, 8, 16, 32, 64, 128, 2, 256))
         out = []
-        for threads, cap in itertools.islice(knobs, count):
+        for opt, threads, cap in itertools.islice(knobs, count):
             src = base.replace("const int threads = 256;", f"const int threads = {threads};")
-            src = src.replace("(int64_t)sms * 32", f"(int64_t)sms * {cap}")
-            out.append(Candidate(src, "", f"threads={threads},cap={cap}"))
+            src = src.replace("(int64_t)sms * 32", f"(int64_t)sms * {cap}").replace('"-O3"', f'"{opt}"')
+            out.append(Candidate(src, "", f"threads={threads},cap={cap},{opt}"))
     else:
         base = (REPO / "solutions" / "mini" / "1_LeakyReluScale.cpu.py").read_text()
         out = [Candidate(base + f"\n# variant {i}\n_VARIANT = {i}\n", "", f"variant={i}") for i in range(count)]

@@ -50,16 +50,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "or scripted/reference (no key, no network), then judge its best candidate",
     )
     for flag, dest, kind, text in _VALUE_OPTIONS:
-        group.addoption(flag, dest=f"kb_{dest}", type=kind, default=None, help=text)
+        group.addoption(flag, dest=f"kbagent_{dest}", type=kind, default=None, help=text)
     group.addoption(
         "--api-key",
-        dest="kb_api_key",
+        dest="kbagent_api_key",
         default=None,
         help=f"API key for the model (default: env {API_KEY_ENV}, else the provider's own env variable); never saved or printed",
     )
-    group.addoption("--dry-run", dest="kb_dry_run", action="store_true", help="run the search loop without evaluating; items are skipped")
-    group.addoption("--no-elitism", dest="kb_no_elitism", action="store_true", help="do not keep the best-ever candidate as a parent")
-    group.addoption("--out", dest="kb_out", default=None, help="run folder (default runs/<timestamp>-<level>)")
+    group.addoption("--dry-run", dest="kbagent_dry_run", action="store_true", help="run the search loop without evaluating; items are skipped")
+    group.addoption("--no-elitism", dest="kbagent_no_elitism", action="store_true", help="do not keep the best-ever candidate as a parent")
+    group.addoption("--out", dest="kbagent_out", default=None, help="run folder (default runs/<timestamp>-<level>)")
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -70,13 +70,13 @@ def search_config(config: pytest.Config) -> Any:
     """The SearchConfig the options ask for (not yet validated)."""
     from kbagent.search import SearchConfig
 
-    values = {dest: config.getoption(f"kb_{dest}") for _, dest, _, _ in _VALUE_OPTIONS}
+    values = {dest: config.getoption(f"kbagent_{dest}") for _, dest, _, _ in _VALUE_OPTIONS}
     values = {k: v for k, v in values.items() if v is not None}
     return SearchConfig(
         model=config.getoption("kb_model"),
-        api_key=config.getoption("kb_api_key") or os.environ.get(API_KEY_ENV) or None,
-        dry_run=bool(config.getoption("kb_dry_run")),
-        elitism=not config.getoption("kb_no_elitism"),
+        api_key=config.getoption("kbagent_api_key") or os.environ.get(API_KEY_ENV) or None,
+        dry_run=bool(config.getoption("kbagent_dry_run")),
+        elitism=not config.getoption("kbagent_no_elitism"),
         **values,
     )
 
@@ -97,9 +97,9 @@ def pytest_configure(config: pytest.Config) -> None:
         search_config(config).validated(session.eval_config.device)
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if not config.getoption("kb_out") and not hasattr(config, "workerinput"):
+    if not config.getoption("kbagent_out") and not hasattr(config, "workerinput"):
         # Chosen once by the controller; xdist workers get the controller's options.
-        config.option.kb_out = default_out(sorted({p.level for p in session.problems}))
+        config.option.kbagent_out = default_out(sorted({p.level for p in session.problems}))
 
 
 def _no_candidate_reason(summary: dict[str, Any]) -> str:
@@ -125,7 +125,7 @@ def pytest_kernelbench_candidate(problem: Any, session: Any, request: pytest.Fix
     from kbagent.search import make_search_llm, run_search_sync
     from pytest_kernelbench.candidates import Candidate
 
-    out = Path(config.getoption("kb_out") or default_out([problem.level]))
+    out = Path(config.getoption("kbagent_out") or default_out([problem.level]))
     run_dir = out / problem.id
     device = session.eval_config.device
     search = search_config(config)
@@ -153,7 +153,7 @@ def pytest_kernelbench_candidate(problem: Any, session: Any, request: pytest.Fix
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if not _enabled(config) or hasattr(config, "workerinput"):
         return
-    out = config.getoption("kb_out")
+    out = config.getoption("kbagent_out")
     if out and Path(out).is_dir():
         terminalreporter.write_line(
             f"kbagent: run folders in {out}; best candidates in {Path(out) / 'best'} "
