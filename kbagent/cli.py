@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -160,6 +161,7 @@ def search_command(
         else:
             problem, config, eval_saved, out = _fresh_inputs(problem_file, out, search_given)
         config.api_key = api_key or None
+        dataclasses.replace(config, dry_run=True).validated("cpu")  # all but the language's device: before importing torch
         eval_values = {**eval_saved, **eval_given}
         device = _pick_device(device or eval_values.pop("device", None))
         eval_values.pop("device", None)
@@ -241,8 +243,6 @@ def _resume_inputs(problem_file: Path | None, out: Path | None, given: dict[str,
 
 
 def _eval_config(device: str, values: dict[str, Any]) -> Any:
-    import dataclasses
-
     from pytest_kernelbench.config import EvalConfig
 
     fields = {f.name for f in dataclasses.fields(EvalConfig)} - {"device", "lock_dir", "build_dir"}

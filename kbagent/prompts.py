@@ -324,9 +324,7 @@ def _messages(target: Target, user: str) -> Messages:
 
 
 def _rules(target: Target) -> str:
-    return _fill(
-        RULES, atol=target.atol, rtol=target.rtol, language_rule=LANGUAGE_RULES[target.language], device_name=target.device_name
-    )
+    return _fill(RULES, atol=target.atol, rtol=target.rtol, language_rule=LANGUAGE_RULES[target.language], device_name=target.device_name)
 
 
 def reference_section(source: str) -> str:
@@ -394,8 +392,9 @@ def improve_messages(source: str, parent: ParentView, history: list[str], target
     if parent.outcome == "correct":
         heading = f"Current candidate ({parent.id}): correct"
         facts = (
-            f"Measured{where}: reference {_ms(parent.ref_ms)}, this candidate {_ms(parent.new_ms)}, "
-            f"speedup {parent.speedup:.3f}x." if parent.speedup is not None else "Correct."
+            f"Measured{where}: reference {_ms(parent.ref_ms)}, this candidate {_ms(parent.new_ms)}, speedup {parent.speedup:.3f}x."
+            if parent.speedup is not None
+            else "Correct."
         )
         task = (
             "Write a faster ModelNew than this candidate. Keep what makes it correct; attack where the time goes "

@@ -57,7 +57,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help=f"API key for the model (default: env {API_KEY_ENV}, else the provider's own env variable); never saved or printed",
     )
-    group.addoption("--dry-run", dest="kbagent_dry_run", action="store_true", help="run the search loop without evaluating; items are skipped")
+    group.addoption(
+        "--dry-run", dest="kbagent_dry_run", action="store_true", help="run the search loop without evaluating; items are skipped"
+    )
     group.addoption("--no-elitism", dest="kbagent_no_elitism", action="store_true", help="do not keep the best-ever candidate as a parent")
     group.addoption("--out", dest="kbagent_out", default=None, help="run folder (default runs/<timestamp>-<level>)")
 

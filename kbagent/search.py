@@ -424,8 +424,13 @@ class _Search:
             self.ideas_reason = self.stop_reason or "budget"
             return
         reply, seq, replayed = got
-        self.ideas_usage = {"seq": seq, "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-                            "cost_usd": reply.cost_usd, "latency_s": round(reply.latency_s, 3)}
+        self.ideas_usage = {
+            "seq": seq,
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "cost_usd": reply.cost_usd,
+            "latency_s": round(reply.latency_s, 3),
+        }
         if not reply.ok:
             self.ideas_reason = f"LLM error: {reply.error}"
         else:
@@ -596,8 +601,14 @@ class _Search:
         p = self.problem
         return {
             "version": 1,
-            "problem": {"id": p.id, "level": p.level, "problem_id": p.problem_id, "name": p.name, "origin": p.origin,
-                        "source_hash": p.source_hash},
+            "problem": {
+                "id": p.id,
+                "level": p.level,
+                "problem_id": p.problem_id,
+                "name": p.name,
+                "origin": p.origin,
+                "source_hash": p.source_hash,
+            },
             "model": self.cfg.model,
             "strategy": self.cfg.strategy,
             "language": self.target.language,
@@ -609,8 +620,11 @@ class _Search:
             "llm_calls": self.llm_calls,
             "llm_calls_replayed": self.llm_calls_replayed,
             "llm_errors": self.llm_errors,
-            "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens,
-                       "total": self.prompt_tokens + self.completion_tokens},
+            "tokens": {
+                "prompt": self.prompt_tokens,
+                "completion": self.completion_tokens,
+                "total": self.prompt_tokens + self.completion_tokens,
+            },
             "cost_usd": round(self.cost_usd, 6),
             "ideas": len(self.ideas),
             "ideas_reason": self.ideas_reason,
@@ -626,8 +640,15 @@ class _Search:
         }
 
     def tree(self) -> list[dict[str, Any]]:
-        ideas_node = {"id": "ideas", "phase": 0, "kind": "ideas", "status": "ideas" if self.ideas else "unusable",
-                      "reason": self.ideas_reason, "ideas": self.ideas, **self.ideas_usage}
+        ideas_node = {
+            "id": "ideas",
+            "phase": 0,
+            "kind": "ideas",
+            "status": "ideas" if self.ideas else "unusable",
+            "reason": self.ideas_reason,
+            "ideas": self.ideas,
+            **self.ideas_usage,
+        }
         nodes = [n.to_dict() for n in sorted(self.nodes.values(), key=lambda n: n.order)]
         return [ideas_node, *nodes] if self.ideas_usage or self.ideas_reason else nodes
 
@@ -642,8 +663,13 @@ class _Search:
 def _config_record(problem: Problem, config: SearchConfig, eval_config: EvalConfig, settings: LLMSettings) -> dict[str, Any]:
     return {
         "version": 1,
-        "problem": {"level": problem.level, "problem_id": problem.problem_id, "name": problem.name, "origin": problem.origin,
-                    "source_hash": problem.source_hash},
+        "problem": {
+            "level": problem.level,
+            "problem_id": problem.problem_id,
+            "name": problem.name,
+            "origin": problem.origin,
+            "source_hash": problem.source_hash,
+        },
         "search": config.public(),
         "llm": settings.public(),
         "eval": {k: v for k, v in eval_config.to_dict().items() if k not in ("lock_dir", "build_dir")},

@@ -1,0 +1,134 @@
+"""``kbagent search`` and ``kbagent report`` as a user runs them: the scripted model, bad input, resume,
+and the whole loop through litellm's real HTTP client against a local fake OpenAI server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from fake_openai import FakeOpenAIServer
+
+from helpers import TINY_PROBLEM
+
+KEY = "sk-fake-KEY-5f3a9c0e1b"
+
+
+def kbagent(*args, env=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "kbagent.cli", *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def files_under(folder):
+    return [p for p in folder.rglob("*") if p.is_file()]
+
+
+def test_search_json_with_the_scripted_model_then_resume_and_report(tmp_path):
+    out = tmp_path / "run"
+    args = ["--device", "cpu", "--trials", "2", "--out", str(out)]
+    proc = kbagent("search", str(TINY_PROBLEM), "--model", "scripted/reference", "--num-samples", "1", "--num-phases", "2", *args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)  # the whole of stdout is one JSON document
+    best = data["best"]
+    assert best["outcome"] == "correct" and best["speedup"] > 0 and best["path"] == str(out / "best.py")
+    assert data["llm_calls"] == 3 and data["tokens"]["total"] > 0 and data["cost_usd"] == 0
+    assert data["evaluations_run"] == 2 and data["stop_reason"] == "completed"
+    assert "class ModelNew" in (out / "best.py").read_text()
+    assert "[kbagent] p1-n0 correct" in proc.stderr  # progress goes to stderr
+    for name in ("config.json", "problem.py", "tree.json", "summary.json", "ideas.json", "events.log"):
+        assert (out / name).is_file(), name
+    for name in ("prompt.md", "messages.json", "response.md", "reply.json", "candidate.py", "result.json", "node.json"):
+        assert (out / "nodes" / "p0-i0" / name).is_file(), name
+
+    # a finished run resumed: every call and evaluation is replayed, none redone
+    again = kbagent("search", "--resume", "--out", str(out), "--json")
+    assert again.returncode == 0, again.stderr
+    resumed = json.loads(again.stdout)
+    assert resumed["llm_calls"] == 3 and resumed["llm_calls_replayed"] == 3 and resumed["evaluations_run"] == 0
+    assert resumed["best"]["node"] == best["node"]
+
+    report = kbagent("report", str(out))
+    assert report.returncode == 0, report.stderr
+    assert "L9-1_TinyLinear" in report.stdout and "correct" in report.stdout
+    for name in ("speedup_per_phase", "geomean_vs_phase", "speedup_vs_calls", "speedup_vs_cost"):
+        png = out / "plots" / f"{name}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["missing_problem.py", "--model", "scripted/reference"], "missing_problem.py: no such problem file"),
+        ([str(TINY_PROBLEM)], "--model is required"),
+        ([str(TINY_PROBLEM), "--model", "scripted/reference", "--num-samples", "0"], "--num-samples 0: must be an integer >= 1"),
+        ([str(TINY_PROBLEM), "--model", "scripted/reference", "--strategy", "greedy"], "unknown strategy 'greedy'"),
+        ([str(TINY_PROBLEM), "--model", "scripted/nonesuch"], "unknown scripted model 'scripted/nonesuch'"),
+        ([str(TINY_PROBLEM), "--model", "scripted/reference", "--num-samples", "many"], "Invalid value for '--num-samples'"),
+        ([str(TINY_PROBLEM), "--model", "scripted/reference", "--device", "tpu"], "--device tpu: choose cpu or cuda"),
+        (["--resume"], "--resume needs --out RUN_FOLDER"),
+    ],
+)
+def test_search_bad_input_is_one_line_and_exit_2(args, says):
+    proc = kbagent("search", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stdout == ""
+
+
+def test_search_refuses_a_used_run_folder_without_resume(tmp_path):
+    (tmp_path / "old.txt").write_text("something")
+    proc = kbagent("search", str(TINY_PROBLEM), "--model", "scripted/reference", "--device", "cpu", "--out", str(tmp_path))
+    assert proc.returncode == 2 and "the folder is not empty; add --resume" in proc.stderr
+
+
+def test_report_of_a_folder_without_runs_is_exit_2(tmp_path):
+    proc = kbagent("report", str(tmp_path))
+    assert proc.returncode == 2 and "no search runs in it" in proc.stderr
+
+
+# --- end to end through litellm's real client ---------------------------------------------------
+
+IDEAS = '```json\n["Fuse the bias add and the ReLU into the matmul epilogue."]\n```'
+HEADER = (
+    "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self, features):\n        super().__init__()\n"
+)
+HEADER += "        self.linear = nn.Linear(features, features)\n\n"
+SYNTAX_ERROR = f"Here it is:\n```python\n{HEADER}    def forward(self, x)\n        return torch.relu(self.linear(x))\n```\n"
+WRONG_VALUES = f"Fixed:\n```python\n{HEADER}    def forward(self, x):\n        return self.linear(x)\n```\n"
+CORRECT = (
+    f"Fixed again:\n```python\n{HEADER}    def forward(self, x):\n"
+    "        return torch.addmm(self.linear.bias, x, self.linear.weight.t()).clamp_min(0)\n```\n"
+)
+
+
+def test_search_fixes_its_way_to_a_correct_candidate_through_litellm(tmp_path):
+    out = tmp_path / "run"
+    with FakeOpenAIServer([IDEAS, SYNTAX_ERROR, WRONG_VALUES, CORRECT], max_requests=10) as server:
+        proc = kbagent(
+            "search", str(TINY_PROBLEM), "--model", "openai/fake-coder", "--api-base", server.base_url, "--api-key", KEY,
+            "--device", "cpu", "--trials", "2", "--num-samples", "1", "--num-phases", "1", "--max-fix-attempts", "3",
+            "--out", str(out), "--json",
+        )  # fmt: skip
+        requests = list(server.requests)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["best"]["outcome"] == "correct" and data["best"]["node"] == "p0-i0-f2"
+    assert data["outcomes"] == {"compile_error": 1, "incorrect": 1, "correct": 1}
+    assert data["llm_calls"] == 4 and data["llm_errors"] == 0 and data["tokens"]["prompt"] > 0 and data["tokens"]["completion"] > 0
+    assert len(requests) == 4 and all(r["json"]["model"] == "fake-coder" for r in requests)
+    assert requests[0]["headers"].get("authorization") == f"Bearer {KEY}"  # the key went to the server ...
+
+    def user_text(request):
+        return request["json"]["messages"][-1]["content"]
+
+    assert "Brainstorm up to 1 distinct ideas" in user_text(requests[0])
+    assert "Fuse the bias add and the ReLU" in user_text(requests[1])
+    assert "compile_error at stage 'compile'" in user_text(requests[2]) and "SyntaxError" in user_text(requests[2])
+    assert "incorrect at stage 'compare'" in user_text(requests[3]) and "max abs diff" in user_text(requests[3])
+    assert "return self.linear(x)" in user_text(requests[3])  # the wrong candidate itself
+
+    for path in files_under(out):  # ... and nowhere else
+        assert KEY not in path.read_text(errors="replace"), path
+    assert KEY not in proc.stdout + proc.stderr
+    reply = json.loads((out / "nodes" / "p0-i0-f2" / "reply.json").read_text())
+    assert reply["model"] == "openai/fake-coder" and reply["prompt_tokens"] > 0 and reply["cost_usd"] == 0
