@@ -459,3 +459,26 @@ def test_the_api_key_never_reaches_the_run_folder(tmp_path):
     assert config["search"]["api_key"] == "***" and config["llm"]["api_key"] == "***"
     assert "invalid key *** for this model" in (result.run_dir / "nodes" / "p0-i1" / "response.md").read_text()
     assert secret not in repr(SearchConfig(model="x", api_key=secret))
+
+
+def test_report_table_and_plots_over_several_runs(tmp_path):
+    from kbagent import plots
+    from kbagent.runfolder import find_runs
+
+    search(tmp_path, Script(ideas=["a", "b"]), name="t1", num_samples=2, num_phases=3, max_fix_attempts=0)
+    search(tmp_path, Script(ideas=["make it BROKEN"], fix_fails=True), name="t2", num_samples=1, num_phases=1, max_fix_attempts=1)
+    runs = [plots.load_run(p) for p in find_runs(tmp_path)]
+    assert [r.path.name for r in runs] == ["t1", "t2"]
+    text = plots.table(runs)
+    assert "2 tasks, 1 correct" in text and "compile_error" in text
+    t1 = runs[0]
+    speeds = [s for _, s in t1.phase_series()]
+    assert len(speeds) == 3 and speeds == sorted(speeds)  # best so far never drops
+    calls = t1.timeline()
+    assert [c for c, _, _ in calls] == list(range(1, t1.summary["llm_calls"] + 1))
+    assert calls[0][2] is None and calls[-1][2] == pytest.approx(t1.summary["best"]["speedup"])
+    written = plots.draw(runs, tmp_path / "plots")
+    names = ["geomean_vs_phase.png", "speedup_per_phase.png", "speedup_vs_calls.png", "speedup_vs_cost.png"]
+    assert sorted(p.name for p in written) == names
+    assert all(p.stat().st_size > 5000 for p in written)
+    assert plots.geomean([4.0, 1.0]) == pytest.approx(2.0)
