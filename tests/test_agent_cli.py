@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from fake_openai import FakeOpenAIServer
@@ -53,6 +54,31 @@ def test_search_json_with_the_scripted_model_then_resume_and_report(tmp_path):
     for name in ("speedup_per_phase", "geomean_vs_phase", "speedup_vs_calls", "speedup_vs_cost"):
         png = out / "plots" / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+def test_resume_after_sigkill_redoes_no_finished_call_or_evaluation(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "kbagent.cli", "search", str(TINY_PROBLEM), "--model", "scripted/reference", "--device", "cpu",
+           "--trials", "2", "--num-samples", "1", "--num-phases", "2", "--out", str(out), "--quiet"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first_result = out / "nodes" / "p0-i0" / "result.json"
+    deadline = time.monotonic() + 120
+    while not first_result.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.kill()  # SIGKILL: no cleanup of any kind
+    proc.wait(timeout=30)
+    assert first_result.exists()
+    calls = {p.parent.name for p in out.glob("nodes/*/reply.json")}
+    results = {p.parent.name for p in out.glob("nodes/*/result.json")}
+    assert {"ideas", "p0-i0"} <= calls and "p0-i0" in results
+    assert not (out / "summary.json").exists() or not json.loads((out / "summary.json").read_text())["finished"]
+
+    again = kbagent("search", "--resume", "--out", str(out), "--json")
+    assert again.returncode == 0, again.stderr
+    data = json.loads(again.stdout)
+    assert data["finished"] and data["llm_calls"] == 3 and data["llm_calls_replayed"] == len(calls)
+    assert data["evaluations"] == 2 and data["evaluations_run"] == 2 - len(results)
+    assert data["best"]["outcome"] == "correct"
 
 
 @pytest.mark.parametrize(
