@@ -118,7 +118,7 @@ def search_command(
     api_key: str | None = typer.Option(
         None, envvar=API_KEY_ENV, show_default=False, help="API key (else the provider's own env variable); never saved or printed"
     ),
-    strategy: str | None = typer.Option(None, help="parent selection: lineage-topk (PIKE) [default], elite-diverse, tournament, roulette"),
+    strategy: str | None = typer.Option(None, help="parent selection: lineage-topk (PIKE, default), elite-diverse, tournament, roulette"),
     num_parents: int | None = typer.Option(None, help="parents per improve phase (default: 4)"),
     elitism: bool | None = typer.Option(None, "--elitism/--no-elitism", help="keep the best-ever candidate as a parent (default: on)"),
     language: str | None = typer.Option(None, help="cuda, triton or cpp (default: cuda on GPU, cpp on CPU)"),
