@@ -39,7 +39,7 @@ Messages = list[dict[str, str]]
 class LLMSettings:
     model: str
     api_base: str | None = None
-    api_key: str | None = None  # never written to any file or log
+    api_key: str | None = dataclasses.field(default=None, repr=False)  # never written to any file or log, nor shown in repr
     temperature: float = 0.7
     max_tokens: int = 8192
     timeout: float = 600.0  # seconds per attempt

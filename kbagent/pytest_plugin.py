@@ -79,6 +79,8 @@ def search_config(config: pytest.Config) -> Any:
         api_key=config.getoption("kbagent_api_key") or os.environ.get(API_KEY_ENV) or None,
         dry_run=bool(config.getoption("kbagent_dry_run")),
         elitism=not config.getoption("kbagent_no_elitism"),
+        # Under xdist each worker already has its own GPU (gwN -> cuda:N); alone, use them all.
+        all_gpus=not os.environ.get("PYTEST_XDIST_WORKER"),
         **values,
     )
 

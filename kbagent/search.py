@@ -43,6 +43,15 @@ HISTORY_LINES = 8  # earlier attempts of a line shown to the improve agent
 OTHER_IDEAS = 3  # brainstorm ideas from other lines offered to the improve agent
 
 
+def visible_gpus(eval_config: EvalConfig) -> list[int]:
+    """The GPU indices evaluations may use: all visible ones on CUDA, else the configured device."""
+    if eval_config.device != "cuda":
+        return [eval_config.device_index]
+    import torch
+
+    return list(range(torch.cuda.device_count())) or [eval_config.device_index]
+
+
 def default_eval_jobs() -> int:
     return max(1, min(8, (os.cpu_count() or 2) // 2))
 
@@ -68,6 +77,7 @@ class SearchConfig:
     elitism: bool = True  # the best-ever candidate is always a parent
     seed: int = 0  # parent selection
     llm_timeout: float = 600.0  # seconds per LLM request
+    all_gpus: bool = True  # on CUDA, spread evaluations over every visible GPU (each times under its own lock)
 
     def validated(self, device: str) -> SearchConfig:
         """A copy with names normalised (strategy, language) and every value checked; ValueError
@@ -260,6 +270,8 @@ class _Search:
         self.started = time.monotonic()
         self.llm_slots = asyncio.Semaphore(config.num_workers)
         self.eval_slots = asyncio.Semaphore(config.eval_jobs or default_eval_jobs())
+        self.gpus = visible_gpus(eval_config) if config.all_gpus else [eval_config.device_index]
+        self._next_gpu = 0
 
     # --- LLM calls -----------------------------------------------------------------------------
     def _budget_stop(self) -> str | None:
@@ -314,8 +326,12 @@ class _Search:
             return saved
         candidate = Candidate(node.code or "", str(path), f"kbagent {node.id}")
         async with self.eval_slots:
+            eval_config = self.eval_config
+            if len(self.gpus) > 1:  # round robin; the per-GPU timing lock keeps each GPU to one timed run
+                eval_config = dataclasses.replace(eval_config, device_index=self.gpus[self._next_gpu % len(self.gpus)])
+                self._next_gpu += 1
             try:
-                result = await asyncio.to_thread(self.evaluator, self.problem, candidate, self.eval_config)
+                result = await asyncio.to_thread(self.evaluator, self.problem, candidate, eval_config)
             except Exception as exc:  # noqa: BLE001 - a broken evaluator is a result, not a lost search
                 result = _error_result(self.problem, self.eval_config, candidate, exc)
         self.run.save_result(node.id, result)

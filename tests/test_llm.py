@@ -320,3 +320,8 @@ def test_fake_server_is_bounded():
         with pytest.raises(OSError):
             post(server.base_url, {"model": "m", "messages": []})
     assert time.monotonic() - started < 3
+
+
+def test_the_key_is_not_in_the_settings_repr():
+    settings = LLMSettings(model="openai/x", api_key="sk-test-secret")
+    assert "sk-test-secret" not in repr(settings) and "sk-test-secret" not in str(settings)

@@ -4,6 +4,7 @@ loop, budgets, unusable replies, dry runs, concurrency, resume after a kill, and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import re
@@ -482,3 +483,25 @@ def test_report_table_and_plots_over_several_runs(tmp_path):
     assert sorted(p.name for p in written) == names
     assert all(p.stat().st_size > 5000 for p in written)
     assert plots.geomean([4.0, 1.0]) == pytest.approx(2.0)
+
+
+def test_evaluations_are_spread_over_every_visible_gpu(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
+    seen = []
+
+    def judge(problem, candidate, cfg):
+        seen.append(cfg.device_index)
+        return judge_source(problem, candidate.source)
+
+    config = SearchConfig(model="scripted/test", num_samples=3, num_phases=2, max_fix_attempts=0, num_workers=3, eval_jobs=3)
+    llm = ScriptedLLM(Script(), settings=config.llm_settings())
+    asyncio.run(run_search(PROBLEM, config, EvalConfig(device="cuda"), llm, tmp_path / "gpus", evaluator=judge))
+    assert len(seen) >= 6 and set(seen) == {0, 1, 2}
+    assert max(seen.count(i) for i in range(3)) - min(seen.count(i) for i in range(3)) <= 1
+
+    seen.clear()
+    single = dataclasses.replace(config, all_gpus=False)
+    asyncio.run(run_search(PROBLEM, single, EvalConfig(device="cuda", device_index=2), llm, tmp_path / "one", evaluator=judge))
+    assert seen and set(seen) == {2}
