@@ -34,6 +34,12 @@ def op_base_name(func: Any) -> str:
 
 
 class _Recorder(TorchDispatchMode):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # By default torch wraps a mode's __torch_dispatch__ in torch._disable_dynamo, whose first
+        # call imports torch._dynamo: ~2 s per evaluation for a recorder that never compiles.
+        return False
+
     def __init__(self) -> None:
         super().__init__()
         self.counts: Counter[str] = Counter()

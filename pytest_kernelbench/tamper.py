@@ -58,9 +58,23 @@ def changed_since(before: dict[str, Any]) -> list[str]:
             changed.append(key)
             continue
         value = vars(space).get(attr, _MISSING)
-        if value is not original:
+        if value is not original and not _wrapped_by_dynamo(value, original):
             changed.append(key)
     return changed
+
+
+def _wrapped_by_dynamo(value: Any, original: Any) -> bool:
+    """Importing torch._dynamo (a candidate that uses torch.compile) wraps ``torch.manual_seed``
+    in ``torch._disable_dynamo``'s wrapper (code from torch/_compile.py): that is torch, not the candidate."""
+    wrapper_module = sys.modules.get("torch._compile")
+    code = getattr(value, "__code__", None)
+    return (
+        "torch._dynamo" in sys.modules
+        and wrapper_module is not None
+        and getattr(value, "__wrapped__", None) is original
+        and code is not None
+        and code.co_filename == wrapper_module.__file__
+    )
 
 
 _MISSING = object()
