@@ -86,6 +86,60 @@ def table_command(reports: list[Path] = typer.Argument(..., help="JSON files wri
         typer.echo(report_table(data, results))
 
 
+def _reports(paths: list[Path]) -> list[tuple[Any, Any]]:
+    from pytest_kernelbench.report import load_report
+
+    for path in paths:
+        if not path.is_file():
+            typer.echo(f"error: {path}: no such report (write one with pytest --kb-report PATH)", err=True)
+            raise typer.Exit(2)
+    return [load_report(path) for path in paths]
+
+
+@app.command("solutions-table")
+def solutions_table_command(
+    eager: list[Path] = typer.Option(..., "--eager", help="--kb-report of a --mode eager run of the solutions (repeatable)"),
+    compiled: list[Path] = typer.Option([], "--compile", help="--kb-report of a --mode compile run of the same solutions"),
+) -> None:
+    """Markdown tables (one per level) of eager, torch.compile and our times, for docs/solutions.md."""
+    from pytest_kernelbench.markdown import solutions_tables
+
+    typer.echo(solutions_tables(_reports(eager), _reports(compiled)))
+
+
+@app.command("baseline-json")
+def baseline_json_command(
+    reports: list[Path] = typer.Argument(..., help="--kb-report files of --solutions baseline runs"),
+    out_dir: Path = typer.Option(Path("."), "--out-dir", help="where to write the JSON files"),
+    label: str = typer.Option("ours", "--label", help="file name prefix, e.g. H100_ours"),
+) -> None:
+    """Write baseline timings (eager; torch.compile from --mode compile runs) in KernelBench's JSON shape."""
+    from pytest_kernelbench.baselines import BaselineError, write_baseline_files
+
+    _reports(reports)
+    try:
+        for path in write_baseline_files(reports, out_dir, label):
+            typer.echo(str(path))
+    except BaselineError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command("baseline-compare")
+def baseline_compare_command(
+    ours: Path = typer.Argument(..., help="a baseline JSON written by baseline-json"),
+    theirs: Path = typer.Argument(..., help="KernelBench's JSON of the same mode, e.g. timing/H100_Modal__baseline_time_torch.json"),
+) -> None:
+    """Markdown table: per level, how far our baseline times are from KernelBench's."""
+    from pytest_kernelbench.baselines import compare_markdown
+
+    for path in (ours, theirs):
+        if not path.is_file():
+            typer.echo(f"error: {path}: no such file", err=True)
+            raise typer.Exit(2)
+    typer.echo(compare_markdown(ours, theirs))
+
+
 API_KEY_ENV = "KBAGENT_API_KEY"
 
 

@@ -106,7 +106,7 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
     import torch
     from filelock import Timeout
 
-    from . import compare, optrace, tamper, timing
+    from . import compare, tamper, timing
     from .locking import device_lock
 
     cfg = spec["config"]
@@ -159,6 +159,8 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
         with torch.no_grad():
             scrub(ref_call(*to_device(list(reference.get_inputs()))))
         clocks.synchronize()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # the warm-up's blocks: other workers may need them
     baseline = tamper.snapshot()
 
     # compile
@@ -167,6 +169,34 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
     if not hasattr(candidate, "ModelNew"):
         raise StageFailure("compile_error", "the candidate defines no ModelNew class")
     check_tamper("import")
+
+    # Everything from here on runs code on the device, so it holds the device lock: another
+    # worker's correctness checks must neither share the timed window nor the device memory.
+    # Compiling (above) and the compile-mode reference warm-up do not hold it.
+    status.enter("wait_lock")
+    key = found["device_name"] + (f":{_device_uuid(torch, device)}" if device.type == "cuda" else "")
+    lock = device_lock(cfg["lock_dir"], key if device.type == "cuda" else "cpu")
+    try:
+        lock.acquire(timeout=float(cfg["lock_timeout"]))
+    except Timeout:
+        raise StageFailure("unknown_error", f"could not take the device lock {lock.lock_file} in {cfg['lock_timeout']:g} s") from None
+    try:
+        _judge_on_device(spec, status, found, torch, device, clocks, reference, ref_call, init_inputs, candidate,
+                         seed_all, to_device, clone_all, scrub, check_tamper)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # leave the device memory as we found it for the next lock holder
+    finally:
+        lock.release()
+
+
+def _judge_on_device(spec: dict[str, Any], status: Status, found: dict[str, Any], torch: Any, device: Any, clocks: Any,
+                     reference: Any, ref_call: Any, init_inputs: list[Any], candidate: Any, seed_all: Any,
+                     to_device: Any, clone_all: Any, scrub: Any, check_tamper: Any) -> None:
+    """init -> run/compare trials -> op trace -> time -> output sensitivity, under the device lock."""
+    from . import compare, optrace, timing
+
+    cfg = spec["config"]
+    seed = int(cfg["seed"])
 
     # init
     status.enter("init")
@@ -233,43 +263,31 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
             raise StageFailure("rejected", f"--strict: ModelNew.forward runs PyTorch compute ops: {listed}")
     check_tamper("forward")
 
-    # time, under the device lock
-    status.enter("wait_lock")
-    key = found["device_name"] + (f":{_device_uuid(torch, device)}" if device.type == "cuda" else "")
-    lock = device_lock(cfg["lock_dir"], key if device.type == "cuda" else "cpu")
+    # time: reference and candidate interleaved in the locked window
+    status.enter("time")
+    seed_all(seed + 1000)
+    ref_inputs = to_device(list(reference.get_inputs()))
+    new_inputs = clone_all(ref_inputs)
+
+    def run_new() -> Any:
+        return new_model(*new_inputs)
+
+    def run_ref() -> Any:
+        return ref_call(*ref_inputs)
+
     try:
-        lock.acquire(timeout=float(cfg["lock_timeout"]))
-    except Timeout:
-        raise StageFailure("unknown_error", f"could not take the device lock {lock.lock_file} in {cfg['lock_timeout']:g} s") from None
-    try:
-        status.enter("time")
-        seed_all(seed + 1000)
-        ref_inputs = to_device(list(reference.get_inputs()))
-        new_inputs = clone_all(ref_inputs)
-        if device.type == "cuda":
-            torch.cuda.empty_cache()  # hand cached blocks back: other workers may share this GPU
-
-        def run_new() -> Any:
-            return new_model(*new_inputs)
-
-        def run_ref() -> Any:
-            return ref_call(*ref_inputs)
-
-        try:
-            with torch.no_grad():
-                samples, last = timing.time_interleaved(
-                    clocks,
-                    {"new": run_new, "ref": run_ref},
-                    warmup=int(cfg["warmup"]),
-                    min_reps=int(cfg["min_reps"]),
-                    max_reps=int(cfg["max_reps"]),
-                    max_time=float(cfg["max_time"]),
-                    rel_err=float(cfg["rel_err"]),
-                )
-        except BaseException as exc:
-            raise StageFailure("runtime_error", "while timing: " + _exc_text(exc)) from None
-    finally:
-        lock.release()
+        with torch.no_grad():
+            samples, last = timing.time_interleaved(
+                clocks,
+                {"new": run_new, "ref": run_ref},
+                warmup=int(cfg["warmup"]),
+                min_reps=int(cfg["min_reps"]),
+                max_reps=int(cfg["max_reps"]),
+                max_time=float(cfg["max_time"]),
+                rel_err=float(cfg["rel_err"]),
+            )
+    except BaseException as exc:
+        raise StageFailure("runtime_error", "while timing: " + _exc_text(exc)) from None
     check_tamper("timing")
     ok, reason, _ = compare.compare_outputs(last["new"], last["ref"], cfg["atol"], cfg["rtol"])
     if not ok:
