@@ -40,6 +40,10 @@ class EvalConfig:
     max_time: float = 0.0  # seconds of timing per candidate; 0: device default (GPU 3, CPU 2)
     rel_err: float = 0.01  # stop timing once the median's standard error is below this fraction of it
     strict: bool = False  # reject candidates whose forward dispatches PyTorch compute ops
+    # where get_inputs() makes its tensors: "device" (factory calls run under torch.device, in the
+    # locked window: milliseconds) or "host" (KernelBench's way: on the CPU, then copied; a level-1
+    # problem's 1.6e9 random numbers take the CPU 10-25 s per input set)
+    inputs_on: str = "device"
     lock_dir: str = ""
     lock_timeout: float = 3600.0  # seconds to wait for the device lock before giving up
     build_dir: str = ""  # build cache: one TORCH_EXTENSIONS_DIR per candidate key inside (see buildcache.py)

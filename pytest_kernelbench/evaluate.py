@@ -41,10 +41,10 @@ def _read_tail(path: Path, limit: int) -> str:
     return data
 
 
-# Stages where the harness, not the candidate, is at work: importing torch and building
-# the reference (torch.compile in --mode compile can take minutes) or waiting for the
-# device lock. They do not count against the candidate's time limit; they have their own.
-SETUP_STAGES = frozenset({"start", "reference"})
+# Stages where the harness, not the candidate, is at work: importing torch, building
+# the reference (torch.compile in --mode compile can take minutes), making the inputs, or
+# waiting for the device lock. They do not count against the candidate's time limit; they have their own.
+SETUP_STAGES = frozenset({"start", "reference", "inputs"})
 WAIT_STAGES = frozenset({"wait_lock"})
 
 

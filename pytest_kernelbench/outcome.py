@@ -39,6 +39,7 @@ _PENALTY = {
 STAGE_FAILURE = {
     "start": Outcome.UNKNOWN_ERROR,
     "reference": Outcome.UNKNOWN_ERROR,
+    "inputs": Outcome.UNKNOWN_ERROR,
     "compile": Outcome.COMPILE_ERROR,
     "init": Outcome.INIT_ERROR,
     "run": Outcome.RUNTIME_ERROR,

@@ -67,6 +67,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--atol", dest="kb_atol", type=float, default=1e-2, help="absolute tolerance (default 1e-2)")
     group.addoption("--rtol", dest="kb_rtol", type=float, default=1e-2, help="relative tolerance (default 1e-2)")
     group.addoption("--trials", dest="kb_trials", type=int, default=5, help="correctness trials with fresh inputs (default 5)")
+    group.addoption(
+        "--inputs-on",
+        dest="kb_inputs_on",
+        choices=("device", "host"),
+        default="device",
+        help="make get_inputs() tensors on the judged device (fast; default) or on the host as KernelBench does",
+    )
     group.addoption("--kb-seed", dest="kb_seed", type=int, default=42, help="base random seed (default 42)")
     group.addoption(
         "--kb-strict",
@@ -153,6 +160,7 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
         trials=config.getoption("kb_trials"),
         seed=config.getoption("kb_seed"),
         strict=config.getoption("kb_strict"),
+        inputs_on=config.getoption("kb_inputs_on"),
         max_memory_gb=config.getoption("kb_max_memory"),
         lock_dir=config.getoption("kb_lock_dir") or "",
         build_dir=config.getoption("kb_build_cache") or "",

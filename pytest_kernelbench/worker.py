@@ -14,6 +14,7 @@ This module imports torch and the engine only: no LLM or reporting libraries.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import json
@@ -22,6 +23,7 @@ import platform
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +123,26 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
         if device.type == "cuda":
             torch.cuda.manual_seed_all(seed)
 
-    def to_device(values: list[Any]) -> list[Any]:
-        return [v.to(device) if isinstance(v, torch.Tensor) else v for v in values]
+    def host_inputs(seed_value: int) -> Any:
+        """Outside the lock: the host inputs for this seed (or the seed, when made on the device)."""
+        if cfg.get("inputs_on", "device") == "device" and device.type == "cuda":
+            return seed_value
+        status.enter("inputs")
+        seed_all(seed_value)
+        return list(reference.get_inputs())
+
+    def materialize(made: Any) -> list[Any]:
+        """Inside the lock: the inputs on the judged device."""
+        if isinstance(made, int):
+            seed_all(made)
+            try:
+                with device:
+                    values = list(reference.get_inputs())
+            except Exception:  # a get_inputs that only works on the host
+                seed_all(made)
+                values = list(reference.get_inputs())
+            made = values
+        return [v.to(device) if isinstance(v, torch.Tensor) else v for v in made]
 
     def clone_all(values: list[Any]) -> list[Any]:
         return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
@@ -155,9 +175,8 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
     ref_call = ref_model
     if cfg["mode"] == "compile":
         ref_call = torch.compile(ref_model)
-        seed_all(seed - 1)
         with torch.no_grad():
-            scrub(ref_call(*to_device(list(reference.get_inputs()))))
+            scrub(ref_call(*materialize(host_inputs(seed - 1))))
         clocks.synchronize()
         if device.type == "cuda":
             torch.cuda.empty_cache()  # the warm-up's blocks: other workers may need them
@@ -170,89 +189,96 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
         raise StageFailure("compile_error", "the candidate defines no ModelNew class")
     check_tamper("import")
 
-    # Everything from here on runs code on the device, so it holds the device lock: another
-    # worker's correctness checks must neither share the timed window nor the device memory.
-    # Compiling (above) and the compile-mode reference warm-up do not hold it.
-    status.enter("wait_lock")
+    # Every phase that runs code on the device holds the device lock, so that no other worker's
+    # checks share the timed window or the device memory; inputs are made on the host before
+    # taking it. Compiling (above) and the compile-mode reference warm-up do not hold it.
     key = found["device_name"] + (f":{_device_uuid(torch, device)}" if device.type == "cuda" else "")
     lock = device_lock(cfg["lock_dir"], key if device.type == "cuda" else "cpu")
-    try:
-        lock.acquire(timeout=float(cfg["lock_timeout"]))
-    except Timeout:
-        raise StageFailure("unknown_error", f"could not take the device lock {lock.lock_file} in {cfg['lock_timeout']:g} s") from None
-    try:
-        _judge_on_device(spec, status, found, torch, device, clocks, reference, ref_call, init_inputs, candidate,
-                         seed_all, to_device, clone_all, scrub, check_tamper)
-        if device.type == "cuda":
-            torch.cuda.empty_cache()  # leave the device memory as we found it for the next lock holder
-    finally:
-        lock.release()
+
+    @contextlib.contextmanager
+    def on_device(stage: str) -> Iterator[None]:
+        status.enter("wait_lock")
+        try:
+            lock.acquire(timeout=float(cfg["lock_timeout"]))
+        except Timeout:
+            raise StageFailure("unknown_error", f"could not take the device lock {lock.lock_file} in {cfg['lock_timeout']:g} s") from None
+        try:
+            status.enter(stage)
+            yield
+            if device.type == "cuda":
+                torch.cuda.empty_cache()  # leave the device memory as we found it for the next holder
+        finally:
+            lock.release()
+
+
+    _judge_on_device(spec, status, found, torch, device, clocks, ref_call, init_inputs, candidate,
+                     seed_all, materialize, clone_all, scrub, check_tamper, on_device, host_inputs)
 
 
 def _judge_on_device(spec: dict[str, Any], status: Status, found: dict[str, Any], torch: Any, device: Any, clocks: Any,
-                     reference: Any, ref_call: Any, init_inputs: list[Any], candidate: Any, seed_all: Any,
-                     to_device: Any, clone_all: Any, scrub: Any, check_tamper: Any) -> None:
-    """init -> run/compare trials -> op trace -> time -> output sensitivity, under the device lock."""
+                     ref_call: Any, init_inputs: list[Any], candidate: Any, seed_all: Any, to_device: Any,
+                     clone_all: Any, scrub: Any, check_tamper: Any, on_device: Any, host_inputs: Any) -> None:
+    """init -> run/compare trials -> op trace -> time -> output sensitivity, each phase under the device lock."""
     from . import compare, optrace, timing
 
     cfg = spec["config"]
     seed = int(cfg["seed"])
 
-    # init
-    status.enter("init")
-    try:
-        seed_all(seed)
-        new_model = candidate.ModelNew(*init_inputs).to(device)
-        clocks.synchronize()
-    except BaseException as exc:
-        raise StageFailure("init_error", _exc_text(exc)) from None
+    with on_device("init"):
+        try:
+            seed_all(seed)
+            new_model = candidate.ModelNew(*init_inputs).to(device)
+            clocks.synchronize()
+        except BaseException as exc:
+            raise StageFailure("init_error", _exc_text(exc)) from None
     check_tamper("__init__")
 
     trials = int(cfg["trials"])
     worst = 0.0
     for trial in range(trials):
-        status.enter("run")
-        seed_all(seed + 1 + trial)
-        inputs = to_device(list(reference.get_inputs()))
-        pristine = clone_all(inputs)
-        try:
+        made = host_inputs(seed + 1 + trial)
+        with on_device("run"):
+            inputs = to_device(made)
+            pristine = clone_all(inputs)
+            try:
+                with torch.no_grad():
+                    out_new = new_model(*inputs)
+                clocks.synchronize()
+            except BaseException as exc:
+                raise StageFailure("runtime_error", f"trial {trial + 1}/{trials}: " + _exc_text(exc)) from None
+            check_tamper("forward")
+            status.enter("compare")
+            for i, (after, before) in enumerate(zip(inputs, pristine, strict=True)):
+                if isinstance(before, torch.Tensor) and not torch.equal(after, before):
+                    raise StageFailure("rejected", f"ModelNew.forward modified input {i} in place (trial {trial + 1})")
             with torch.no_grad():
-                out_new = new_model(*inputs)
+                out_ref = ref_call(*pristine)
             clocks.synchronize()
-        except BaseException as exc:
-            raise StageFailure("runtime_error", f"trial {trial + 1}/{trials}: " + _exc_text(exc)) from None
-        check_tamper("forward")
-        status.enter("compare")
-        for i, (after, before) in enumerate(zip(inputs, pristine, strict=True)):
-            if isinstance(before, torch.Tensor) and not torch.equal(after, before):
-                raise StageFailure("rejected", f"ModelNew.forward modified input {i} in place (trial {trial + 1})")
-        with torch.no_grad():
-            out_ref = ref_call(*pristine)
-        clocks.synchronize()
-        if compare.shares_memory(out_new, inputs) and not compare.shares_memory(out_ref, pristine):
-            raise StageFailure("incorrect", f"trial {trial + 1}: the output aliases an input tensor")
-        ok, reason, diff = compare.compare_outputs(out_new, out_ref, cfg["atol"], cfg["rtol"])
-        worst = max(worst, diff)
-        scrub(out_ref)
-        del out_ref, out_new
-        if not ok:
-            raise StageFailure("incorrect", f"trial {trial + 1}/{trials}: {reason}")
+            if compare.shares_memory(out_new, inputs) and not compare.shares_memory(out_ref, pristine):
+                raise StageFailure("incorrect", f"trial {trial + 1}: the output aliases an input tensor")
+            ok, reason, diff = compare.compare_outputs(out_new, out_ref, cfg["atol"], cfg["rtol"])
+            worst = max(worst, diff)
+            scrub(out_ref)
+            del out_ref, out_new, inputs, pristine
+            if not ok:
+                raise StageFailure("incorrect", f"trial {trial + 1}/{trials}: {reason}")
+        del made
     found["max_abs_diff"] = worst
     found["trials"] = trials
-    del inputs, pristine  # the last trial's tensors: free them before tracing and timing
 
     # the ATen operators ModelNew.forward dispatches (custom kernels do not show up)
-    status.enter("run")
-    seed_all(seed + 500)
-    trace_inputs = to_device(list(reference.get_inputs()))
-    try:
-        with torch.no_grad():
-            ops = optrace.trace_ops(functools.partial(new_model, *trace_inputs))
-    except Exception as exc:  # some extensions refuse dispatch modes; that is no verdict
-        ops = {}
-        found["extra"]["op_trace_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    made = host_inputs(seed + 500)
+    with on_device("run"):
+        trace_inputs = to_device(made)
+        try:
+            with torch.no_grad():
+                ops = optrace.trace_ops(functools.partial(new_model, *trace_inputs))
+        except Exception as exc:  # some extensions refuse dispatch modes; that is no verdict
+            ops = {}
+            found["extra"]["op_trace_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        del trace_inputs
+    del made
     found["extra"]["aten_ops"] = ops
-    del trace_inputs
     if cfg["strict"]:
         compute = optrace.compute_ops(ops)
         if "op_trace_error" in found["extra"]:
@@ -263,43 +289,45 @@ def _judge_on_device(spec: dict[str, Any], status: Status, found: dict[str, Any]
             raise StageFailure("rejected", f"--strict: ModelNew.forward runs PyTorch compute ops: {listed}")
     check_tamper("forward")
 
-    # time: reference and candidate interleaved in the locked window
-    status.enter("time")
-    seed_all(seed + 1000)
-    ref_inputs = to_device(list(reference.get_inputs()))
-    new_inputs = clone_all(ref_inputs)
-
-    def run_new() -> Any:
-        return new_model(*new_inputs)
-
-    def run_ref() -> Any:
-        return ref_call(*ref_inputs)
-
-    try:
-        with torch.no_grad():
-            samples, last = timing.time_interleaved(
-                clocks,
-                {"new": run_new, "ref": run_ref},
-                warmup=int(cfg["warmup"]),
-                min_reps=int(cfg["min_reps"]),
-                max_reps=int(cfg["max_reps"]),
-                max_time=float(cfg["max_time"]),
-                rel_err=float(cfg["rel_err"]),
-            )
-    except BaseException as exc:
-        raise StageFailure("runtime_error", "while timing: " + _exc_text(exc)) from None
-    check_tamper("timing")
-    ok, reason, _ = compare.compare_outputs(last["new"], last["ref"], cfg["atol"], cfg["rtol"])
-    if not ok:
-        raise StageFailure("incorrect", f"the output of the last timed call is wrong: {reason}")
+    # time: reference and candidate interleaved in one locked window
+    made = host_inputs(seed + 1000)
+    with on_device("time"):
+        ref_inputs = to_device(made)
+        new_inputs = clone_all(ref_inputs)
+        run_new = functools.partial(new_model, *new_inputs)
+        run_ref = functools.partial(ref_call, *ref_inputs)
+        try:
+            with torch.no_grad():
+                samples, last = timing.time_interleaved(
+                    clocks,
+                    {"new": run_new, "ref": run_ref},
+                    warmup=int(cfg["warmup"]),
+                    min_reps=int(cfg["min_reps"]),
+                    max_reps=int(cfg["max_reps"]),
+                    max_time=float(cfg["max_time"]),
+                    rel_err=float(cfg["rel_err"]),
+                )
+        except BaseException as exc:
+            raise StageFailure("runtime_error", "while timing: " + _exc_text(exc)) from None
+        check_tamper("timing")
+        ok, reason, _ = compare.compare_outputs(last["new"], last["ref"], cfg["atol"], cfg["rtol"])
+        last.clear()
+        if not ok:
+            raise StageFailure("incorrect", f"the output of the last timed call is wrong: {reason}")
+        del ref_inputs, new_inputs, run_new, run_ref
+    del made
     found["samples"] = samples
     if clocks.is_cuda:
         found["extra"]["offstream_samples"] = dict(clocks.offstream)
         found["extra"]["sync_gap_ms"] = clocks.gap_ms
-    found["extra"].update(output_sensitivity(torch, reference, ref_call, seed_all, to_device, cfg, clocks))
+    del new_model  # the candidate is done: nothing of it runs while the reference's outputs exist below
+
+    made = [host_inputs(seed + 2000), host_inputs(seed + 2001)]
+    with on_device("time"):
+        found["extra"].update(output_sensitivity(torch, ref_call, made, to_device, cfg, clocks))
 
 
-def output_sensitivity(torch: Any, reference: Any, ref_call: Any, seed_all: Any, to_device: Any, cfg: dict, clocks: Any) -> dict:
+def output_sensitivity(torch: Any, ref_call: Any, made: list[list[Any]], to_device: Any, cfg: dict, clocks: Any) -> dict:
     """How much the reference output moves between two random inputs (METR's near-constant problems).
 
     Runs after every candidate call is done, so no reference output exists while the candidate runs.
@@ -307,10 +335,9 @@ def output_sensitivity(torch: Any, reference: Any, ref_call: Any, seed_all: Any,
     from . import compare
 
     outs = []
-    for offset in (2000, 2001):
-        seed_all(int(cfg["seed"]) + offset)
+    for inputs in made:
         with torch.no_grad():
-            out = compare.flatten(ref_call(*to_device(list(reference.get_inputs()))))
+            out = compare.flatten(ref_call(*to_device(inputs)))
             outs.append([t.detach() for t in out if isinstance(t, torch.Tensor) and t.is_floating_point()])
     clocks.synchronize()
     if not outs[0]:
