@@ -120,6 +120,7 @@ def time_interleaved(
     for rep in range(max_reps):
         order = names if rep % 2 == 0 else names[::-1]
         for name in order:
+            last.pop(name, None)  # free the previous output first: each call then gets the same memory
             ms, last[name] = clocks.time_once(fns[name], name)
             samples[name].append(ms)
         if rep + 1 >= min_reps and (

@@ -290,7 +290,7 @@ def _judge_on_device(spec: dict[str, Any], status: Status, found: dict[str, Any]
     check_tamper("forward")
 
     # time: reference and candidate interleaved in one locked window
-    made = host_inputs(seed + 1000)
+    made, refill = host_inputs(seed + 1000), host_inputs(seed + 1001)
     with on_device("time"):
         ref_inputs = to_device(made)
         new_inputs = clone_all(ref_inputs)
@@ -314,8 +314,27 @@ def _judge_on_device(spec: dict[str, Any], status: Status, found: dict[str, Any]
         last.clear()
         if not ok:
             raise StageFailure("incorrect", f"the output of the last timed call is wrong: {reason}")
+        # The timed calls reuse the same input tensors. Refill them in place with new values and
+        # check once more: an answer cached by tensor identity (data_ptr, id) is stale now.
+        for fresh, ref_in, new_in in zip(to_device(refill), ref_inputs, new_inputs, strict=True):
+            if isinstance(fresh, torch.Tensor):
+                ref_in.copy_(fresh)
+                new_in.copy_(fresh)
+            del fresh
+        with torch.no_grad():
+            out_new, out_ref = run_new(), run_ref()
+        clocks.synchronize()
+        ok, reason, _ = compare.compare_outputs(out_new, out_ref, cfg["atol"], cfg["rtol"])
+        scrub(out_ref)
+        del out_new, out_ref
+        if not ok:
+            raise StageFailure(
+                "incorrect",
+                f"after the timed calls' inputs were refilled in place with new values the output is wrong "
+                f"(an answer cached by tensor identity?): {reason}",
+            )
         del ref_inputs, new_inputs, run_new, run_ref
-    del made
+    del made, refill
     found["samples"] = samples
     if clocks.is_cuda:
         found["extra"]["offstream_samples"] = dict(clocks.offstream)

@@ -18,6 +18,7 @@ CASES = {
     # name: (outcome, words the message must contain)
     "memoised_by_shape": (INCORRECT, "trial 2/3"),
     "right_only_first_calls": (INCORRECT, "last timed call is wrong"),
+    "memoised_by_identity": (INCORRECT, "refilled in place with new values"),
     "modifies_input": (REJECTED, "modified input 0 in place"),
     "scans_memory_for_answers": (INCORRECT, "values outside atol"),
     "uninitialised_memory": (INCORRECT, "trial 1/3"),
