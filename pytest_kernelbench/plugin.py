@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from . import benchmark_bridge
+from . import benchmark_bridge, progress
 from .candidates import BASELINE, Candidate, candidate_paths, find_candidate
 from .config import EvalConfig
 from .errors import KernelBenchUsageError
@@ -85,6 +85,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--min-speedup", dest="kb_min_speedup", type=float, default=0.0, help="fail correct items slower than this")
     group.addoption(
         "--kb-max-memory", dest="kb_max_memory", type=float, default=0.0, help="host memory limit per candidate in GB (0: none)"
+    )
+    group.addoption(
+        "--kb-progress",
+        dest="kb_progress",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="progress lines (built/judged/failed, ETA) during long runs; auto: on unless -q or CI is set",
+    )
+    group.addoption(
+        "--kb-progress-interval", dest="kb_progress_interval", type=float, default=30.0, help="seconds between progress lines"
     )
     group.addoption("--kb-lock-dir", dest="kb_lock_dir", help="folder of per-device timing locks (env KB_LOCK_DIR)")
     group.addoption(
@@ -362,6 +372,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config.stash[prebuilder_key] = prebuilder
     for problem, candidate in _planned(session, kb):
         prebuilder.submit(problem, candidate)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    kb = config.stash.get(session_key, None)
+    if kb is None or hasattr(config, "workerinput"):
+        return
+    if not progress.wanted(config.getoption("kb_progress"), config.get_verbosity()):
+        return
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None:
+        line = progress.ProgressLine(len(kb.problems), interval=config.getoption("kb_progress_interval"))
+        config.pluginmanager.register(progress.ProgressReporter(line, terminal), "kernelbench-progress")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

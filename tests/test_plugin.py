@@ -168,3 +168,19 @@ def test_sigkilled_run_keeps_finished_results_in_the_report(pytester, tmp_path):
     data = json.loads(report.read_text())
     assert data["finished"] is False
     assert [(r["problem"], r["outcome"]) for r in data["results"]] == [("L9-1_First", "correct")]
+
+
+def test_progress_lines_count_built_judged_failed(pytester):
+    sols = solutions_with(pytester, {"1_TinyLinear": "runtime_error"})
+    result = pytester.runpytest_subprocess(*TINY_ARGS, "--solutions", sols, "--kb-progress", "on", "--kb-progress-interval", "0")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["kernelbench *1/1  built 1  judged 1  correct 0  failed 1 (runtime_error 1)*"])
+
+
+def test_progress_is_quiet_under_q_and_in_ci(pytester, monkeypatch):
+    args = (*TINY_ARGS, "--solutions", "baseline", "--kb-progress-interval", "0")
+    monkeypatch.delenv("CI", raising=False)
+    assert "judged 1" in pytester.runpytest_subprocess(*args).stdout.str()
+    assert "judged 1" not in pytester.runpytest_subprocess(*args, "-q").stdout.str()
+    monkeypatch.setenv("CI", "true")
+    assert "judged 1" not in pytester.runpytest_subprocess(*args).stdout.str()
