@@ -2,7 +2,8 @@
 # GPU runs behind docs/timing-fidelity.md (issue 3) and docs/baselines.md (issue 6).
 #
 #   bash benchmarks/gpu_baselines.sh OUTDIR KERNELBENCH_DATA_DIR
-#   STEPS="fidelity l1 l2 l3 metr" picks the parts (default: all); BUDGET_<STEP>=seconds caps one.
+#   STEPS="fidelity l1 l2 l3 metr" picks the parts (default: all); BUDGET_FIDELITY, BUDGET_BASELINE_L1,
+#   ... BUDGET_BASELINE_METR (seconds) cap each.
 #
 # fidelity: --solutions baseline on level 1 twice (+ triton do_bench) via benchmarks/timing_fidelity.py
 # l1 l2 l3 metr: --solutions baseline --mode compile on that level: the reference compiled with
@@ -24,7 +25,8 @@ fi
 steps=" ${STEPS:-fidelity l1 l2 l3 metr} "
 
 step() {  # step NAME DEFAULT_BUDGET COMMAND...
-  local name=$1 budget_var="BUDGET_${1^^}" start
+  local name=$1 budget_var start
+  budget_var="BUDGET_$(tr 'a-z-' 'A-Z_' <<< "$1")"   # baseline-l1 -> BUDGET_BASELINE_L1
   local budget=${!budget_var:-$2}
   shift 2
   start=$(date +%s)

@@ -90,11 +90,28 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-def _limit_address_space(limit_bytes: int):
-    def apply() -> None:
-        import resource
+def _child_setup(limit_bytes: int, parent: int):
+    """Runs in the worker before exec: die with the parent, and bound host memory if asked.
 
-        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+    A worker whose parent is killed (SIGKILL, an OOM kill) would otherwise live on in its own
+    session, holding the device lock while its candidate hangs. Linux delivers SIGKILL to it
+    when the parent dies (PR_SET_PDEATHSIG); the worker also watches for it (see worker.py).
+    """
+
+    def apply() -> None:
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+
+                ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            except (OSError, AttributeError):
+                pass
+            if os.getppid() != parent:  # the parent died before that took effect
+                os._exit(1)
+        if limit_bytes:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
 
     return apply
 
@@ -169,6 +186,7 @@ def evaluate(
             "status_path": str(work / "status.log"),
             "config": config.to_dict(),
             "build_only": build_only,
+            "parent_pid": os.getpid(),
         }
         (work / "spec.json").write_text(json.dumps(spec))
         log_path = work / "worker.log"
@@ -182,7 +200,7 @@ def evaluate(
                 env=worker_env(config),
                 start_new_session=True,
                 # CUDA needs a huge address space, so on GPU the limit is an RSS watch below instead.
-                preexec_fn=_limit_address_space(memory_limit) if memory_limit and config.device == "cpu" else None,
+                preexec_fn=_child_setup(memory_limit if config.device == "cpu" else 0, os.getpid()),
             )
             timed_out = setup_too_long = over_memory = stopped = False
             watcher = _StatusWatcher(Path(spec["status_path"]))

@@ -161,37 +161,10 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
             shown = ", ".join(changed[:8]) + (" ..." if len(changed) > 8 else "")
             raise StageFailure("rejected", f"candidate patched the harness or torch during {stage}: {shown}")
 
-    # reference
-    status.enter("reference")
-    reference = _load_module("kb_reference", spec["problem_path"])
-    for needed in ("Model", "get_inputs", "get_init_inputs"):
-        if not hasattr(reference, needed):
-            raise StageFailure("unknown_error", f"the problem defines no {needed}")
-    seed = int(cfg["seed"])
-    seed_all(seed)
-    init_inputs = list(reference.get_init_inputs())
-    seed_all(seed)
-    ref_model = reference.Model(*init_inputs).to(device)
-    ref_call = ref_model
-    if cfg["mode"] == "compile":
-        ref_call = torch.compile(ref_model)
-        with torch.no_grad():
-            scrub(ref_call(*materialize(host_inputs(seed - 1))))
-        clocks.synchronize()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()  # the warm-up's blocks: other workers may need them
-    baseline = tamper.snapshot()
-
-    # compile
-    status.enter("compile")
-    candidate = compile_candidate(spec, torch, device, found)
-    if not hasattr(candidate, "ModelNew"):
-        raise StageFailure("compile_error", "the candidate defines no ModelNew class")
-    check_tamper("import")
-
     # Every phase that runs code on the device holds the device lock, so that no other worker's
     # checks share the timed window or the device memory; inputs are made on the host before
-    # taking it. Compiling (above) and the compile-mode reference warm-up do not hold it.
+    # taking it. Compiling does not hold it, nor does the compile-mode reference warm-up (inductor
+    # compiles on the CPU for seconds to minutes) unless its inputs are big (see WARMUP_UNLOCKED_BYTES).
     key = found["device_name"] + (f":{_device_uuid(torch, device)}" if device.type == "cuda" else "")
     lock = device_lock(cfg["lock_dir"], key if device.type == "cuda" else "cpu")
 
@@ -210,6 +183,35 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
         finally:
             lock.release()
 
+    # reference
+    status.enter("reference")
+    reference = _load_module("kb_reference", spec["problem_path"])
+    for needed in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(reference, needed):
+            raise StageFailure("unknown_error", f"the problem defines no {needed}")
+    seed = int(cfg["seed"])
+    seed_all(seed)
+    init_inputs = list(reference.get_init_inputs())
+    seed_all(seed)
+    ref_model = reference.Model(*init_inputs).to(device)
+    ref_call = ref_model
+    if cfg["mode"] == "compile":
+        ref_call = torch.compile(ref_model)
+        big = device.type == "cuda" and _input_bytes(torch, reference, seed_all, seed - 1) > WARMUP_UNLOCKED_BYTES
+        with on_device("reference") if big else contextlib.nullcontext():
+            with torch.no_grad():
+                scrub(ref_call(*materialize(host_inputs(seed - 1))))
+            clocks.synchronize()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()  # the warm-up's blocks: other workers may need them
+    baseline = tamper.snapshot()
+
+    # compile
+    status.enter("compile")
+    candidate = compile_candidate(spec, torch, device, found)
+    if not hasattr(candidate, "ModelNew"):
+        raise StageFailure("compile_error", "the candidate defines no ModelNew class")
+    check_tamper("import")
 
     _judge_on_device(spec, status, found, torch, device, clocks, ref_call, init_inputs, candidate,
                      seed_all, materialize, clone_all, scrub, check_tamper, on_device, host_inputs)
@@ -396,8 +398,41 @@ def _versions(torch: Any) -> dict[str, str]:
     return versions
 
 
+# A compile-mode warm-up whose inputs are bigger than this holds the device lock: eight workers
+# warming up level-1 problems with 6.4 GB inputs at once ran an H100 out of memory.
+WARMUP_UNLOCKED_BYTES = 1 << 30
+
+
+def _input_bytes(torch: Any, reference: Any, seed_all: Any, seed: int) -> float:
+    """Bytes of one input set, from shapes alone (get_inputs on the meta device); inf if unknown."""
+    try:
+        seed_all(seed)
+        with torch.device("meta"):
+            values = list(reference.get_inputs())
+        return float(sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor)))
+    except Exception:
+        return float("inf")
+
+
+def _die_with_parent(parent: int) -> None:
+    """Kill this worker's whole process group (the candidate's children too) once the parent is gone."""
+    import signal
+    import threading
+
+    sleep, getppid, killpg, group = time.sleep, os.getppid, os.killpg, os.getpgrp()  # bound before candidate code
+
+    def watch() -> None:
+        while getppid() == parent:
+            sleep(0.5)
+        killpg(group, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="kb-parent-watch", daemon=True).start()
+
+
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[1]).read_text())
+    if spec.get("parent_pid"):
+        _die_with_parent(int(spec["parent_pid"]))
     status = Status(spec["status_path"])
     outcome, message, found = "correct", "", {"extra": {}}
     try:

@@ -65,3 +65,17 @@ def test_a_lock_never_released_ends_as_a_result(tmp_path):
         holder.kill()
     assert result.outcome is Outcome.UNKNOWN_ERROR
     assert "device lock" in result.message and "2 s" in result.message
+
+
+def test_warm_up_size_comes_from_shapes_alone():
+    """--mode compile warms up without the lock only when one input set is small; sizing it allocates nothing."""
+    import types
+
+    import torch
+
+    from pytest_kernelbench.worker import WARMUP_UNLOCKED_BYTES, _input_bytes
+
+    big = types.SimpleNamespace(get_inputs=lambda: [torch.rand(4096, 393216), 3, torch.randint(0, 9, (10,))])
+    assert _input_bytes(torch, big, torch.manual_seed, 1) == 4096 * 393216 * 4 + 10 * 8 > WARMUP_UNLOCKED_BYTES
+    odd = types.SimpleNamespace(get_inputs=lambda: [torch.rand(3).numpy()])  # needs real data
+    assert _input_bytes(torch, odd, torch.manual_seed, 1) == float("inf")

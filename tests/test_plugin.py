@@ -140,6 +140,10 @@ def test_sigkilled_run_keeps_finished_results_in_the_report(pytester, tmp_path):
     import sys
     import time
 
+    from filelock import Timeout
+
+    from pytest_kernelbench.locking import device_lock
+
     data = tmp_path / "two" / "level9"
     data.mkdir(parents=True)
     shutil.copy(TINY / "level9" / "1_TinyLinear.py", data / "1_First.py")
@@ -151,7 +155,8 @@ def test_sigkilled_run_keeps_finished_results_in_the_report(pytester, tmp_path):
     report = tmp_path / "kb.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--level", "9", "--dataset", str(tmp_path / "two"),
-         "--solutions", str(tmp_path / "sols"), "--device", "cpu", f"--kb-report={report}"],
+         "--solutions", str(tmp_path / "sols"), "--device", "cpu", f"--kb-report={report}",
+         "--kb-lock-dir", str(tmp_path / "locks")],
         cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:
@@ -162,12 +167,23 @@ def test_sigkilled_run_keeps_finished_results_in_the_report(pytester, tmp_path):
             time.sleep(0.2)
         else:
             pytest.fail("the first result never reached the report")
+        while time.monotonic() < deadline:  # until the hanging candidate's worker holds the device lock
+            try:
+                device_lock(tmp_path / "locks", "cpu").acquire(timeout=0).lock.release()
+            except Timeout:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the second candidate never took the device lock")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     data = json.loads(report.read_text())
     assert data["finished"] is False
     assert [(r["problem"], r["outcome"]) for r in data["results"]] == [("L9-1_First", "correct")]
+    # The hanging candidate's worker (its own session, holding the device lock) dies with the run.
+    with device_lock(tmp_path / "locks", "cpu").acquire(timeout=30):
+        pass
 
 
 def test_progress_lines_count_built_judged_failed(pytester):
