@@ -100,11 +100,17 @@ def _reports(paths: list[Path]) -> list[tuple[Any, Any]]:
 def solutions_table_command(
     eager: list[Path] = typer.Option(..., "--eager", help="--kb-report of a --mode eager run of the solutions (repeatable)"),
     compiled: list[Path] = typer.Option([], "--compile", help="--kb-report of a --mode compile run of the same solutions"),
+    committed_only: bool = typer.Option(
+        False, "--committed-only", help="leave out rows whose solution file no longer exists here (paths as the run saw them)"
+    ),
 ) -> None:
     """Markdown tables (one per level) of eager, torch.compile and our times, for docs/solutions.md."""
     from pytest_kernelbench.markdown import solutions_tables
 
-    typer.echo(solutions_tables(_reports(eager), _reports(compiled)))
+    def committed(result: Any) -> bool:
+        return not result.candidate_path or Path(result.candidate_path).is_file()
+
+    typer.echo(solutions_tables(_reports(eager), _reports(compiled), keep=committed if committed_only else None))
 
 
 @app.command("baseline-json")

@@ -47,12 +47,13 @@ def _geomean(values: list[float]) -> float | None:
 
 
 def solutions_tables(eager: list[tuple[dict[str, Any], list[EvalResult]]],
-                     compiled: list[tuple[dict[str, Any], list[EvalResult]]]) -> str:
+                     compiled: list[tuple[dict[str, Any], list[EvalResult]]],
+                     keep: Any = None) -> str:
     """One table per level: eager ms, torch.compile ms, ours ms and both speedups.
 
     ``eager`` are reports of ``--solutions DIR --mode eager`` runs (reference = eager),
     ``compiled`` of ``--mode compile`` runs of the same solutions (reference = torch.compile);
-    each speedup comes from its own interleaved timing window.
+    each speedup comes from its own interleaved timing window. ``keep(result)`` filters rows.
     """
     by_level: dict[str, dict[str, dict[str, Any]]] = {}
     meta: dict[str, str] = {}
@@ -63,6 +64,8 @@ def solutions_tables(eager: list[tuple[dict[str, Any], list[EvalResult]]],
             meta.setdefault("torch", env.get("torch", "?"))
             meta.setdefault("date", str(data.get("created", "?"))[:10])
             for r in results:
+                if keep is not None and not keep(r):
+                    continue
                 row = by_level.setdefault(r.level, {}).setdefault(r.problem, {"problem_id": r.problem_id})
                 row[kind] = r
     out = [f"Device: {meta.get('device', '?')}; torch {meta.get('torch', '?')}; measured {meta.get('date', '?')}.", ""]

@@ -92,3 +92,16 @@ def test_solutions_table_puts_eager_compile_and_ours_side_by_side(tmp_path):
     assert "| L1-12_Diag | incorrect |" in text
     assert "Geomean over correct solutions: 4.00x vs eager (1 problems), 1.25x vs torch.compile (1 problems)" in text
     assert "0.75x vs torch.compile" in text  # level 2: 1.5 ms compiled vs 2 ms ours
+
+
+def test_committed_only_drops_rows_whose_solution_file_is_gone(tmp_path):
+    kept, gone = tmp_path / "30_Softsign.cuda.py", tmp_path / "12_Diag.cuda.py"
+    kept.write_text("# a committed solution\n")
+    a = judged("L1-30_Softsign", 30, "eager", [8.0], [2.0])
+    b = judged("L1-12_Diag", 12, "eager", [1.0], [2.0])
+    a.candidate_path, b.candidate_path = str(kept), str(gone)
+    eager = write_report(tmp_path / "e.json", "solutions", "eager", [a, b])
+    everything = CliRunner().invoke(app, ["solutions-table", "--eager", str(eager)]).output
+    committed = CliRunner().invoke(app, ["solutions-table", "--eager", str(eager), "--committed-only"]).output
+    assert "L1-12_Diag" in everything and "L1-12_Diag" not in committed
+    assert "| L1-30_Softsign | correct |" in committed
