@@ -96,22 +96,31 @@ def _child_setup(limit_bytes: int, parent: int):
     A worker whose parent is killed (SIGKILL, an OOM kill) would otherwise live on in its own
     session, holding the device lock while its candidate hangs. Linux delivers SIGKILL to it
     when the parent dies (PR_SET_PDEATHSIG); the worker also watches for it (see worker.py).
+    Everything is looked up here, in the parent: between fork and exec the child must not
+    import (another thread may hold the import lock at fork time).
     """
+    prctl = None
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            prctl = None
+    setrlimit = None
+    if limit_bytes:
+        import resource
+
+        setrlimit, rlimit_as = resource.setrlimit, resource.RLIMIT_AS
+    getppid, exit_now, sigkill = os.getppid, os._exit, int(signal.SIGKILL)
 
     def apply() -> None:
-        if sys.platform.startswith("linux"):
-            try:
-                import ctypes
-
-                ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-            except (OSError, AttributeError):
-                pass
-            if os.getppid() != parent:  # the parent died before that took effect
-                os._exit(1)
-        if limit_bytes:
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+        if prctl is not None:
+            prctl(1, sigkill)  # PR_SET_PDEATHSIG
+            if getppid() != parent:  # the parent died before that took effect
+                exit_now(1)
+        if setrlimit is not None:
+            setrlimit(rlimit_as, (limit_bytes, limit_bytes))
 
     return apply
 
