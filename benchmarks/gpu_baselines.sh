@@ -3,7 +3,8 @@
 #
 #   bash benchmarks/gpu_baselines.sh OUTDIR KERNELBENCH_DATA_DIR
 #   STEPS="fidelity l1 l2 l3 metr" picks the parts (default: all); BUDGET_FIDELITY, BUDGET_BASELINE_L1,
-#   ... BUDGET_BASELINE_METR (seconds) cap each.
+#   ... BUDGET_BASELINE_METR (seconds) cap each. BASELINE_MODE=eager times eager against itself only
+#   (fast: no inductor compiles; gives the eager file alone).
 #
 # fidelity: --solutions baseline on level 1 twice (+ triton do_bench) via benchmarks/timing_fidelity.py
 # l1 l2 l3 metr: --solutions baseline --mode compile on that level: the reference compiled with
@@ -44,8 +45,9 @@ for lv in l1 l2 l3 metr; do
   level=${lv#l}; [ "$lv" = metr ] && level=3-metr
   data="$kb/problems.jsonl"; [ "$lv" = metr ] && data="$kb/pike-levels.jsonl"
   step "baseline-$lv" 540 python3 -m pytest -p no:cacheprovider -q -n "${WORKERS:-8}" --level "$level" --dataset "$data" \
-    --solutions baseline --mode compile --device cuda --trials 1 --kb-report "$out/baseline-$lv-compile.json"
+    --solutions baseline --mode "${BASELINE_MODE:-compile}" --device cuda --trials 1 \
+    --kb-report "$out/baseline-$lv-${BASELINE_MODE:-compile}.json"
 done
-ls "$out"/baseline-*-compile.json >/dev/null 2>&1 && python3 -m kbagent.cli baseline-json "$out"/baseline-*-compile.json \
+ls "$out"/baseline-*.json >/dev/null 2>&1 && python3 -m kbagent.cli baseline-json "$out"/baseline-*.json \
   --out-dir "$out" --label H100_ours
 exit 0

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from .errors import KernelBenchUsageError
 
 
 def default_cache_dir() -> Path:
@@ -49,6 +52,13 @@ class EvalConfig:
     build_dir: str = ""  # build cache: one TORCH_EXTENSIONS_DIR per candidate key inside (see buildcache.py)
     max_memory_gb: float = 0.0  # host memory per candidate: an address-space rlimit on CPU, an RSS watch on CUDA; 0 = none
     log_chars: int = 10_000  # how much of a failing candidate's log a result keeps
+    # how a worker process starts: "forkserver" (forked from a server that imported torch once:
+    # saves ~2 s per candidate; Linux) or "spawn" (a fresh interpreter each time)
+    worker_start: str = ""
+    # how each repetition is timed on the GPU: "events" (CUDA events around one call) or
+    # "cuda-graph" (each function captured once in a CUDA graph, events around one replay: no
+    # host launch cost; falls back to events, saying why, when a capture fails)
+    timer: str = "events"
 
     def __post_init__(self) -> None:
         gpu = self.device == "cuda"
@@ -56,6 +66,15 @@ class EvalConfig:
         self.max_reps = self.max_reps or (300 if gpu else 50)
         self.max_time = self.max_time or (3.0 if gpu else 2.0)
         self.lock_dir = self.lock_dir or str(default_lock_dir())
+        self.worker_start = self.worker_start or os.environ.get("KB_WORKER_START") or (
+            "forkserver" if sys.platform.startswith("linux") else "spawn")
+        if self.worker_start not in ("forkserver", "spawn"):
+            raise KernelBenchUsageError(
+                f"worker start must be 'forkserver' or 'spawn', not {self.worker_start!r} (KB_WORKER_START)")
+        if self.timer not in ("events", "cuda-graph"):
+            raise KernelBenchUsageError(f"--kb-timer {self.timer}: choose events or cuda-graph")
+        if self.timer == "cuda-graph" and self.device != "cuda":
+            raise KernelBenchUsageError("--kb-timer cuda-graph needs --device cuda (CPU timing has no graphs)")
         self.build_dir = self.build_dir or os.environ.get("KB_BUILD_CACHE") or str(default_cache_dir() / "builds")
 
     @property

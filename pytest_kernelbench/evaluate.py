@@ -1,6 +1,8 @@
 """Isolated evaluation: one candidate, one fresh subprocess, one :class:`EvalResult`.
 
-The worker (``pytest_kernelbench.worker``) runs in its own process group with its
+The worker (``pytest_kernelbench.worker``) is forked from a server that imported torch
+once (:mod:`pytest_kernelbench.forkserver`, the default on Linux) or started as a fresh
+interpreter (``worker_start="spawn"``). Either way it runs in its own process group with its
 output sent to a file. A hang past the time limit, a segfault, ``os._exit``, a
 100 MB log: each becomes a result here, the whole process group (children the
 candidate forked included) is killed, and the caller goes on with a clean slate.
@@ -18,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import forkserver
 from .candidates import Candidate
 from .config import EvalConfig
 from .outcome import STAGE_FAILURE, Outcome
@@ -125,7 +128,7 @@ def _child_setup(limit_bytes: int, parent: int):
     return apply
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen | forkserver.ForkedProcess) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -136,7 +139,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _describe_exit(returncode: int) -> str:
+def _describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "ended (exit status unknown)"
     if returncode < 0:
         try:
             return f"killed by {signal.Signals(-returncode).name}"
@@ -147,6 +152,7 @@ def _describe_exit(returncode: int) -> str:
 
 def worker_env(config: EvalConfig) -> dict[str, str]:
     env = dict(os.environ)
+    env.pop("PYTEST_CURRENT_TEST", None)  # changes per test: it would start a fork server per item
     package_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     env["TORCH_EXTENSIONS_DIR"] = config.build_dir
@@ -188,6 +194,14 @@ def evaluate(
         candidate_path = work / f"candidate_{problem.name}.py"
         problem_path.write_text(problem.source)
         candidate_path.write_text(candidate.source)
+        env = worker_env(config)
+        cpu_limit = memory_limit if config.device == "cpu" else 0  # CUDA needs a huge address space: RSS watch below
+        server = None
+        if config.worker_start == "forkserver":
+            try:
+                server = forkserver.server_for(env)
+            except OSError:
+                server = None
         spec = {
             "problem_path": str(problem_path),
             "candidate_path": str(candidate_path),
@@ -195,22 +209,29 @@ def evaluate(
             "status_path": str(work / "status.log"),
             "config": config.to_dict(),
             "build_only": build_only,
-            "parent_pid": os.getpid(),
+            "parent_pid": server.pid if server is not None else os.getpid(),
         }
         (work / "spec.json").write_text(json.dumps(spec))
         log_path = work / "worker.log"
         with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "pytest_kernelbench.worker", str(work / "spec.json")],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=tmp,
-                env=worker_env(config),
-                start_new_session=True,
-                # CUDA needs a huge address space, so on GPU the limit is an RSS watch below instead.
-                preexec_fn=_child_setup(memory_limit if config.device == "cpu" else 0, os.getpid()),
-            )
+            proc = None
+            if server is not None:
+                try:
+                    proc = server.spawn(str(work / "spec.json"), str(log_path), tmp, cpu_limit)
+                except forkserver.ForkServerError:
+                    spec["parent_pid"] = os.getpid()  # fall back to a fresh interpreter
+                    (work / "spec.json").write_text(json.dumps(spec))
+            if proc is None:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "pytest_kernelbench.worker", str(work / "spec.json")],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=tmp,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=_child_setup(cpu_limit, os.getpid()),
+                )
             timed_out = setup_too_long = over_memory = stopped = False
             watcher = _StatusWatcher(Path(spec["status_path"]))
             try:
@@ -256,7 +277,7 @@ def evaluate(
             return base
         if not result_path.exists():
             base.stage = stage
-            if proc.returncode < 0:  # a signal: segfault, abort, OOM kill
+            if proc.returncode is not None and proc.returncode < 0:  # a signal: segfault, abort, OOM kill
                 base.outcome = STAGE_FAILURE.get(stage, Outcome.UNKNOWN_ERROR)
             base.message = (
                 f"worker {_describe_exit(proc.returncode)} during stage '{stage}' without reporting a result"

@@ -74,6 +74,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="device",
         help="make get_inputs() tensors on the judged device (fast; default) or on the host as KernelBench does",
     )
+    group.addoption(
+        "--kb-timer",
+        dest="kb_timer",
+        choices=("events", "cuda-graph"),
+        default="events",
+        help="GPU timing: CUDA events around each call (default) or around one CUDA-graph replay (no launch overhead)",
+    )
     group.addoption("--kb-seed", dest="kb_seed", type=int, default=42, help="base random seed (default 42)")
     group.addoption(
         "--kb-strict",
@@ -171,6 +178,7 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
         seed=config.getoption("kb_seed"),
         strict=config.getoption("kb_strict"),
         inputs_on=config.getoption("kb_inputs_on"),
+        timer=config.getoption("kb_timer"),
         max_memory_gb=config.getoption("kb_max_memory"),
         lock_dir=config.getoption("kb_lock_dir") or "",
         build_dir=config.getoption("kb_build_cache") or "",

@@ -9,6 +9,10 @@ GPU: each repetition flushes L2 (writes a buffer twice the L2 size), synchronize
 the whole device, and times one call with CUDA events; work the call leaves running
 on other streams or threads is detected and counted in (see ``Clocks.time_once``). CPU: ``perf_counter`` around one call.
 
+Optional CUDA-graph timing (``timer="cuda-graph"``): each function is captured once in a
+CUDA graph and every repetition times one replay the same way (L2 flush, events, device
+sync): the kernels' time without host launch overhead.
+
 Reference and candidate are timed interleaved (alternating which goes first)
 after a warm-up. Stopping rule: at least ``min_reps`` repetitions; then stop as soon
 as, for every timed function, the standard error of the median
@@ -39,6 +43,10 @@ class Clocks:
             self._synchronize = torch._C._cuda_synchronize
             self._current_stream = torch.cuda.current_stream
             self._zero = torch.Tensor.zero_
+            self._stream = torch.cuda.Stream
+            self._use_stream = torch.cuda.stream
+            self._graph = torch.cuda.CUDAGraph
+            self._capture = torch.cuda.graph
             l2_bytes = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 50 * 2**20)
             self.l2_bytes = l2_bytes
             self._flush_buffer = torch.empty(2 * l2_bytes // 4, dtype=torch.int32, device=device)
@@ -53,6 +61,34 @@ class Clocks:
     def flush_l2(self) -> None:
         if self.is_cuda:
             self._zero(self._flush_buffer)
+
+    def graphed(self, fn: Callable[[], Any], warmup: int = 2) -> Callable[[], Any]:
+        """``fn`` captured once in a CUDA graph: a callable that replays it and returns the captured output.
+
+        Warm-up calls run on a side stream first (lazy initialisation must not be captured). A
+        function that cannot be captured (host syncs, CPU work, allocations the graph cannot hold)
+        raises here. Work the function sends to a stream the capture does not follow is missing
+        from the replays; the caller checks the replays' outputs.
+        """
+        current = self._current_stream()
+        side = self._stream(device=self.device)
+        side.wait_stream(current)
+        with self._use_stream(side):
+            for _ in range(warmup):
+                fn()
+        current.wait_stream(side)
+        self._synchronize()
+        graph = self._graph()
+        with self._capture(graph):
+            out = fn()
+        self._synchronize()
+
+        def replay() -> Any:
+            graph.replay()
+            return out
+
+        replay.graph = graph  # type: ignore[attr-defined]  # kept alive with the callable
+        return replay
 
     def _events_once(self, fn: Callable[[], Any]) -> tuple[float, float, Any]:
         """(ms to the event right after the call, ms to the event after a whole-device sync, output)."""

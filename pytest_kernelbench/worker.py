@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import importlib.util
 import json
 import os
@@ -29,6 +30,30 @@ from typing import Any
 
 # Bind the clock before anything else is imported.
 _perf_counter = time.perf_counter
+
+
+# Device locks a failed phase still holds: released by main() once the phase's memory is freed.
+LOCKS_HELD_AFTER_FAILURE: list[Any] = []
+
+
+def _release_locks_after_failure() -> None:
+    if not LOCKS_HELD_AFTER_FAILURE:
+        return
+    import gc
+
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
+        except Exception:  # a poisoned context: the memory goes when the process does
+            pass
+    while LOCKS_HELD_AFTER_FAILURE:
+        try:
+            LOCKS_HELD_AFTER_FAILURE.pop().release(force=True)
+        except Exception:
+            pass
 
 
 class StageFailure(Exception):
@@ -177,11 +202,23 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
             raise StageFailure("unknown_error", f"could not take the device lock {lock.lock_file} in {cfg['lock_timeout']:g} s") from None
         try:
             status.enter(stage)
-            yield
             if device.type == "cuda":
-                torch.cuda.empty_cache()  # leave the device memory as we found it for the next holder
-        finally:
-            lock.release()
+                free_gib = torch.cuda.mem_get_info(device)[0] / 2**30
+                found["extra"]["min_free_gib_at_lock"] = round(min(free_gib, found["extra"].get("min_free_gib_at_lock", free_gib)), 2)
+            yield
+        except BaseException:
+            # The failing phase's tensors live on in the traceback: keep the lock until main() has
+            # dropped them and freed the memory, or the next holder may find the device full.
+            LOCKS_HELD_AFTER_FAILURE.append(lock)
+            raise
+        if device.type == "cuda":
+            gc.collect()  # tensors in reference cycles too
+            torch.cuda.empty_cache()  # leave the device memory as we found it for the next holder
+            kept = torch.cuda.memory_reserved(device) / 2**30
+            if kept > 0.25:  # what this process keeps on the device while others hold the lock
+                held = found["extra"].setdefault("gib_kept_after_phase", {})
+                held[stage] = round(max(kept, held.get(stage, 0.0)), 2)
+        lock.release()
 
     # reference
     status.enter("reference")
@@ -250,9 +287,9 @@ def _judge_on_device(spec: dict[str, Any], status: Status, found: dict[str, Any]
                 raise StageFailure("runtime_error", f"trial {trial + 1}/{trials}: " + _exc_text(exc)) from None
             check_tamper("forward")
             status.enter("compare")
-            for i, (after, before) in enumerate(zip(inputs, pristine, strict=True)):
-                if isinstance(before, torch.Tensor) and not torch.equal(after, before):
-                    raise StageFailure("rejected", f"ModelNew.forward modified input {i} in place (trial {trial + 1})")
+            changed = _first_changed_input(torch, inputs, pristine)
+            if changed is not None:
+                raise StageFailure("rejected", f"ModelNew.forward modified input {changed} in place (trial {trial + 1})")
             with torch.no_grad():
                 out_ref = ref_call(*pristine)
             clocks.synchronize()
@@ -298,11 +335,14 @@ def _judge_on_device(spec: dict[str, Any], status: Status, found: dict[str, Any]
         new_inputs = clone_all(ref_inputs)
         run_new = functools.partial(new_model, *new_inputs)
         run_ref = functools.partial(ref_call, *ref_inputs)
+        timed = {"new": run_new, "ref": run_ref}
+        if cfg.get("timer") == "cuda-graph" and clocks.is_cuda:
+            timed = _graphed_or_events(torch, clocks, timed, found)
         try:
             with torch.no_grad():
                 samples, last = timing.time_interleaved(
                     clocks,
-                    {"new": run_new, "ref": run_ref},
+                    timed,
                     warmup=int(cfg["warmup"]),
                     min_reps=int(cfg["min_reps"]),
                     max_reps=int(cfg["max_reps"]),
@@ -316,15 +356,29 @@ def _judge_on_device(spec: dict[str, Any], status: Status, found: dict[str, Any]
         last.clear()
         if not ok:
             raise StageFailure("incorrect", f"the output of the last timed call is wrong: {reason}")
-        # The timed calls reuse the same input tensors. Refill them in place with new values and
-        # check once more: an answer cached by tensor identity (data_ptr, id) is stale now.
-        for fresh, ref_in, new_in in zip(to_device(refill), ref_inputs, new_inputs, strict=True):
-            if isinstance(fresh, torch.Tensor):
-                ref_in.copy_(fresh)
-                new_in.copy_(fresh)
-            del fresh
+        # The timed calls reuse the same input tensors. Refill the candidate's in place with new
+        # values and check once more: an answer cached by tensor identity (data_ptr, id) is stale
+        # now. The reference's timed inputs go first (one input set fewer on the device).
+        graph_new = timed["new"] if timed["new"] is not run_new else None
+        timed.clear()
+        del ref_inputs, run_ref
+        fresh = to_device(refill)
+        _copy_into(torch, new_inputs, fresh)
+        if graph_new is not None:  # the graph must read the refilled inputs too
+            with torch.no_grad():
+                out_new = graph_new()
+                out_ref = ref_call(*clone_all(fresh))
+            clocks.synchronize()
+            ok, reason, _ = compare.compare_outputs(out_new, out_ref, cfg["atol"], cfg["rtol"])
+            scrub(out_ref)
+            del out_new, out_ref, graph_new
+            if not ok:
+                raise StageFailure("incorrect", "the CUDA-graph replay ignores new input values (work captured "
+                                   f"outside the inputs, or left off the capture stream): {reason}")
         with torch.no_grad():
-            out_new, out_ref = run_new(), run_ref()
+            out_new = run_new()
+            clocks.synchronize()
+            out_ref = ref_call(*fresh)
         clocks.synchronize()
         ok, reason, _ = compare.compare_outputs(out_new, out_ref, cfg["atol"], cfg["rtol"])
         scrub(out_ref)
@@ -335,10 +389,11 @@ def _judge_on_device(spec: dict[str, Any], status: Status, found: dict[str, Any]
                 f"after the timed calls' inputs were refilled in place with new values the output is wrong "
                 f"(an answer cached by tensor identity?): {reason}",
             )
-        del ref_inputs, new_inputs, run_new, run_ref
+        del fresh, new_inputs, run_new
     del made, refill
     found["samples"] = samples
     if clocks.is_cuda:
+        found["extra"].setdefault("timer", "events")
         found["extra"]["offstream_samples"] = dict(clocks.offstream)
         found["extra"]["sync_gap_ms"] = clocks.gap_ms
     del new_model  # the candidate is done: nothing of it runs while the reference's outputs exist below
@@ -346,6 +401,35 @@ def _judge_on_device(spec: dict[str, Any], status: Status, found: dict[str, Any]
     made = [host_inputs(seed + 2000), host_inputs(seed + 2001)]
     with on_device("time"):
         found["extra"].update(output_sensitivity(torch, ref_call, made, to_device, cfg, clocks))
+
+
+# Loops over input tensors live in functions: a loop variable left in _judge_on_device's frame
+# would keep an input set alive (on the device, outside the lock) until the next phase.
+def _first_changed_input(torch: Any, inputs: list[Any], pristine: list[Any]) -> int | None:
+    for i, (after, before) in enumerate(zip(inputs, pristine, strict=True)):
+        if isinstance(before, torch.Tensor) and not torch.equal(after, before):
+            return i
+    return None
+
+
+def _copy_into(torch: Any, targets: list[Any], values: list[Any]) -> None:
+    for target, value in zip(targets, values, strict=True):
+        if isinstance(value, torch.Tensor):
+            target.copy_(value)
+
+
+def _graphed_or_events(torch: Any, clocks: Any, fns: dict[str, Any], found: dict[str, Any]) -> dict[str, Any]:
+    """Both functions as CUDA-graph replays, or both as plain calls (with the reason) if either cannot be captured."""
+    try:
+        with torch.no_grad():
+            graphed = {name: clocks.graphed(fn) for name, fn in fns.items()}
+    except Exception as exc:  # noqa: BLE001 - a function graphs cannot hold is timed with events, and we say so
+        found["extra"]["timer"] = "events"
+        found["extra"]["cuda_graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        clocks.synchronize()
+        return fns
+    found["extra"]["timer"] = "cuda-graph"
+    return graphed
 
 
 def output_sensitivity(torch: Any, ref_call: Any, made: list[list[Any]], to_device: Any, cfg: dict, clocks: Any) -> dict:
@@ -441,6 +525,7 @@ def main(argv: list[str]) -> int:
         outcome, message = failure.outcome, failure.message
     except BaseException as exc:  # a harness or problem bug: still a result
         outcome, message = "unknown_error", _exc_text(exc)
+    _release_locks_after_failure()  # the exception and its frames are gone now
     failed_stage = status.stage
     status.enter("done")
     if "versions" not in found:

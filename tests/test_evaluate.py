@@ -19,6 +19,7 @@ def judge(name, **config):
 def test_correct_candidate_has_speedup_timings_and_metadata():
     result = judge("correct")
     assert result.outcome is Outcome.CORRECT, result.message
+    assert "min_free_gib_at_lock" not in result.extra  # a CUDA-only figure
     assert result.speedup == pytest.approx(result.ref.median / result.new.median)
     assert result.reward == pytest.approx(result.speedup - 1)
     assert result.ref.rounds == len(result.ref.samples) >= 5
@@ -152,3 +153,41 @@ def test_host_memory_limit_turns_a_hoarder_into_a_runtime_error():
     result = judge("host_oom", max_memory_gb=4)
     assert result.outcome is Outcome.RUNTIME_ERROR
     assert "can't allocate memory" in result.message
+
+
+
+def test_a_lock_kept_by_a_failed_phase_is_released_once_its_memory_is_dropped(tmp_path):
+    """worker.main releases the device locks a failing phase kept (after dropping the phase's tensors)."""
+    from filelock import FileLock, Timeout
+
+    from pytest_kernelbench import worker
+
+    held = FileLock(str(tmp_path / "dev.lock"), is_singleton=False)
+    held.acquire()
+    worker.LOCKS_HELD_AFTER_FAILURE.append(held)
+    other = FileLock(str(tmp_path / "dev.lock"), is_singleton=False)
+    with pytest.raises(Timeout):
+        other.acquire(timeout=0)
+    worker._release_locks_after_failure()
+    other.acquire(timeout=0)
+    other.release()
+    assert not worker.LOCKS_HELD_AFTER_FAILURE
+
+
+def test_no_earlier_input_set_outlives_its_phase():
+    """Each phase frees its inputs before the lock goes to another worker (on a GPU, a leaked set is GBs)."""
+    from pytest_kernelbench.candidates import Candidate
+
+    source = broken("correct").source.replace(
+        "    def forward(self, x):",
+        """    def forward(self, x):
+        import weakref
+        seen = globals().setdefault("_SEEN", [])
+        alive = [r() for r in seen if r() is not None and r() is not x]
+        if alive:
+            raise RuntimeError(f"{len(alive)} input tensors of earlier calls are still alive")
+        seen.append(weakref.ref(x))
+""",
+    )
+    result = evaluate(tiny_problem(), Candidate(source, "", "watcher"), cpu_config(trials=3))
+    assert result.outcome is Outcome.CORRECT, result.message

@@ -52,6 +52,7 @@ def test_collect_kernelbench_level1(pytester):
         (["--problems", "3", *TINY_ARGS], "ERROR: --problems: level 9 has no problem id 3*"),
         (["--solutions", "nowhere", *TINY_ARGS], "ERROR: --solutions nowhere: no such folder*"),
         (["--device", "cuda", *TINY_ARGS], "ERROR: --device cuda: no CUDA device is visible*"),
+        (["--device", "cpu", "--kb-timer", "cuda-graph", *TINY_ARGS], "ERROR: --kb-timer cuda-graph needs --device cuda*"),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(pytester, args, says):

@@ -1,16 +1,29 @@
 # The first time it is imported, this candidate kills the process that judges it (the Ray
 # worker running the evaluation task): to Ray that is a lost worker, and the task is retried.
+# The judge's worker is forked by a fork server that the Ray worker started, or by the Ray
+# worker itself (KB_WORKER_START=spawn): walk up past the fork server.
 import os
 import pathlib
 import signal
+
+
+def _judging_process() -> int:
+    pid = os.getppid()
+    cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
+    if b"pytest_kernelbench.forkserver" in cmdline:
+        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return pid
+
 
 import torch
 import torch.nn as nn
 
 _marker = pathlib.Path(os.environ["KB_TEST_NODE_LOSS_MARKER"])
 if not _marker.exists():
-    _marker.write_text(str(os.getppid()))
-    os.kill(os.getppid(), signal.SIGKILL)
+    _victim = _judging_process()
+    _marker.write_text(str(_victim))
+    os.kill(_victim, signal.SIGKILL)
     os._exit(0)
 
 

@@ -1,0 +1,162 @@
+"""Workers forked from a server that imported torch once: as isolated as a fresh interpreter, faster to start."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from helpers import broken, cpu_config, tiny_problem
+from pytest_kernelbench import forkserver
+from pytest_kernelbench.candidates import Candidate
+from pytest_kernelbench.config import EvalConfig
+from pytest_kernelbench.errors import KernelBenchUsageError
+from pytest_kernelbench.evaluate import evaluate, worker_env
+from pytest_kernelbench.outcome import Outcome
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the fork server needs os.fork")
+
+# Imported by the first candidate: patches torch and the harness, leaves a global behind.
+POISON = '''
+import torch
+import pytest_kernelbench.timing as timing
+torch.add = lambda *a, **k: 0
+timing.median_rel_err = lambda samples: 0.0
+import builtins
+builtins.KB_LEFT_BEHIND = "answer"
+raise SystemExit(3)
+'''
+
+# The second candidate passes only if none of that reached it.
+CHECKS = '''
+import builtins
+import torch
+import pytest_kernelbench.timing as timing
+assert not hasattr(builtins, "KB_LEFT_BEHIND"), "a global from the previous candidate"
+assert torch.add(torch.ones(1), 1).item() == 2.0, "torch.add patched by the previous candidate"
+assert timing.median_rel_err([1.0, 1.0]) == float("inf"), "harness patched by the previous candidate"
+'''
+
+
+def _candidate(source: str, name: str) -> Candidate:
+    return Candidate(source=source, path=name, label=name)
+
+
+def _server(config: EvalConfig) -> forkserver.ForkServer:
+    return forkserver.server_for(worker_env(config))
+
+
+def test_a_candidate_cannot_reach_the_next_one_through_the_server():
+    config = cpu_config(worker_start="forkserver")
+    correct = broken("correct").source
+    first = evaluate(tiny_problem(), _candidate(POISON + correct, "poison.py"), config)
+    assert first.outcome is Outcome.COMPILE_ERROR and "SystemExit: 3" in first.message
+    server = _server(config)
+    second = evaluate(tiny_problem(), _candidate(CHECKS + correct, "checks.py"), config)
+    assert second.outcome is Outcome.CORRECT, second.message
+    assert _server(config) is server and server.alive  # both were forked from the same server
+    assert second.stage_seconds["start"] < 0.5  # torch was already imported
+
+
+@pytest.mark.parametrize("worker_start", ["forkserver", "spawn"])
+def test_crashes_are_results_either_way(worker_start):
+    config = cpu_config(worker_start=worker_start)
+    crashed = evaluate(tiny_problem(), broken("segfault"), config)
+    assert crashed.outcome is Outcome.RUNTIME_ERROR and "SIGSEGV" in crashed.message
+    exited = evaluate(tiny_problem(), broken("unknown_error"), config)
+    assert exited.outcome is Outcome.UNKNOWN_ERROR and "exited with code 0" in exited.message
+    fine = evaluate(tiny_problem(), broken("correct"), config)
+    assert fine.outcome is Outcome.CORRECT, fine.message
+    if worker_start == "spawn":
+        assert fine.stage_seconds["start"] > 0.05  # a fresh interpreter imported torch
+
+
+def test_a_killed_server_is_replaced_and_its_running_worker_still_gets_a_result():
+    config = cpu_config(worker_start="forkserver", timeout=30)
+    server = _server(config)
+    os.kill(server.pid, signal.SIGKILL)  # while nothing runs
+    deadline = time.monotonic() + 10
+    while server.alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+    result = evaluate(tiny_problem(), broken("correct"), config)
+    assert result.outcome is Outcome.CORRECT, result.message
+    replacement = _server(config)
+    assert replacement is not server
+
+    import threading
+
+    box = {}
+    runner = threading.Thread(target=lambda: box.setdefault("r", evaluate(tiny_problem(), broken("timeout"), config)))
+    runner.start()
+    time.sleep(3)  # the hanging candidate is running now
+    os.kill(replacement.pid, signal.SIGKILL)
+    runner.join(timeout=20)
+    assert not runner.is_alive(), "the evaluation waited on a worker whose server was killed"
+    assert box["r"].outcome is not Outcome.CORRECT and "SIGKILL" in box["r"].message
+
+
+PARENT = """
+import sys, threading, time
+sys.path[:0] = {paths!r}
+from helpers import broken, cpu_config, tiny_problem
+from pytest_kernelbench import forkserver
+from pytest_kernelbench.evaluate import evaluate, worker_env
+config = cpu_config(worker_start="forkserver", timeout=300)
+threading.Thread(target=evaluate, args=(tiny_problem(), broken("timeout"), config), daemon=True).start()
+time.sleep(0.5)
+print(forkserver.server_for(worker_env(config)).pid, flush=True)
+time.sleep(300)
+"""
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_a_sigkilled_parent_takes_the_server_and_its_workers_with_it(tmp_path):
+    import subprocess
+    import sys
+
+    from helpers import REPO, TESTS
+
+    parent = subprocess.Popen([sys.executable, "-c", PARENT.format(paths=[str(TESTS), str(REPO)])],
+                              stdout=subprocess.PIPE, text=True, env=worker_env(cpu_config()))
+    try:
+        server_pid = int(parent.stdout.readline())
+        deadline = time.monotonic() + 60
+        while not _children(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        workers = _children(server_pid)
+        assert workers, "no worker was forked"
+        time.sleep(1)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 15
+    while not all(_gone(pid) for pid in [server_pid, *workers]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _gone(server_pid), "the fork server outlived its parent"
+    assert all(_gone(pid) for pid in workers), "a worker outlived the fork server"
+
+
+def test_unknown_worker_start_is_a_clear_error():
+    with pytest.raises(KernelBenchUsageError, match="'forkserver' or 'spawn'"):
+        EvalConfig(worker_start="threads")
