@@ -93,41 +93,6 @@ def _rss_bytes(pid: int) -> int:
     return 0
 
 
-def _child_setup(limit_bytes: int, parent: int):
-    """Runs in the worker before exec: die with the parent, and bound host memory if asked.
-
-    A worker whose parent is killed (SIGKILL, an OOM kill) would otherwise live on in its own
-    session, holding the device lock while its candidate hangs. Linux delivers SIGKILL to it
-    when the parent dies (PR_SET_PDEATHSIG); the worker also watches for it (see worker.py).
-    Everything is looked up here, in the parent: between fork and exec the child must not
-    import (another thread may hold the import lock at fork time).
-    """
-    prctl = None
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            prctl = ctypes.CDLL(None, use_errno=True).prctl
-        except (OSError, AttributeError):
-            prctl = None
-    setrlimit = None
-    if limit_bytes:
-        import resource
-
-        setrlimit, rlimit_as = resource.setrlimit, resource.RLIMIT_AS
-    getppid, exit_now, sigkill = os.getppid, os._exit, int(signal.SIGKILL)
-
-    def apply() -> None:
-        if prctl is not None:
-            prctl(1, sigkill)  # PR_SET_PDEATHSIG
-            if getppid() != parent:  # the parent died before that took effect
-                exit_now(1)
-        if setrlimit is not None:
-            setrlimit(rlimit_as, (limit_bytes, limit_bytes))
-
-    return apply
-
-
 def _kill_group(proc: subprocess.Popen | forkserver.ForkedProcess) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -230,7 +195,7 @@ def evaluate(
                     cwd=tmp,
                     env=env,
                     start_new_session=True,
-                    preexec_fn=_child_setup(cpu_limit, os.getpid()),
+                    preexec_fn=forkserver.child_setup(cpu_limit, os.getpid()),
                 )
             timed_out = setup_too_long = over_memory = stopped = False
             watcher = _StatusWatcher(Path(spec["status_path"]))

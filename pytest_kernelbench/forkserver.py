@@ -177,22 +177,52 @@ def close_all() -> None:
 # ---------------------------------------------------------------- the server process
 
 
-def _fork_worker(request: dict[str, Any], reply_fd: int, prctl: Any, server_pid: int) -> int:
+def child_setup(limit_bytes: int, parent: int):
+    """What a new worker runs first, before exec or (forked) the worker code: die with the parent,
+    and bound host memory if asked.
+
+    A worker whose parent is killed (SIGKILL, an OOM kill) would otherwise live on in its own
+    session, holding the device lock while its candidate hangs. Linux delivers SIGKILL to it
+    when the parent dies (PR_SET_PDEATHSIG); the worker also watches for it (see worker.py).
+    Everything is looked up here, in the parent: between fork and exec the child must not
+    import (another thread may hold the import lock at fork time).
+    """
+    prctl = None
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            prctl = None
+    setrlimit = None
+    if limit_bytes:
+        import resource
+
+        setrlimit, rlimit_as = resource.setrlimit, resource.RLIMIT_AS
+    getppid, exit_now, sigkill = os.getppid, os._exit, int(signal.SIGKILL)
+
+    def apply() -> None:
+        if prctl is not None:
+            prctl(1, sigkill)  # PR_SET_PDEATHSIG
+            if getppid() != parent:  # the parent died before that took effect
+                exit_now(1)
+        if setrlimit is not None:
+            setrlimit(rlimit_as, (limit_bytes, limit_bytes))
+
+    return apply
+
+
+def _fork_worker(request: dict[str, Any], reply_fd: int, server_pid: int) -> int:
+    setup = child_setup(request["limit"], server_pid)
     pid = os.fork()
     if pid:
         return pid
     code = 1
     try:  # the child: become a worker, never return into the server's loop
         os.setsid()
-        if prctl is not None:
-            prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG: die with the server
-            if os.getppid() != server_pid:
-                os._exit(1)
+        setup()
         os.close(reply_fd)
-        if request["limit"]:
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_AS, (request["limit"], request["limit"]))
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -224,14 +254,6 @@ def serve() -> None:
     """The server's loop: read requests on stdin, fork, report starts and exits on stdout."""
     reply_fd = os.dup(1)
     os.dup2(2, 1)  # anything an import prints must not corrupt the protocol
-    prctl = None
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            prctl = ctypes.CDLL(None, use_errno=True).prctl
-        except (OSError, AttributeError):
-            prctl = None
     import importlib
 
     for name in PRELOAD:
@@ -264,7 +286,7 @@ def serve() -> None:
                 request = None
                 try:
                     request = json.loads(line)
-                    pid = _fork_worker(request, reply_fd, prctl, server_pid)
+                    pid = _fork_worker(request, reply_fd, server_pid)
                 except Exception as exc:  # noqa: BLE001 - the parent gets the reason
                     reply(f"failed {request.get('id', -1) if isinstance(request, dict) else -1} {exc}".replace("\n", " "))
                     continue

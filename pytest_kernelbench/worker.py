@@ -36,19 +36,21 @@ _perf_counter = time.perf_counter
 LOCKS_HELD_AFTER_FAILURE: list[Any] = []
 
 
+def _free_device_memory(torch: Any) -> None:
+    """Drop unreachable tensors (reference cycles too) and hand the allocator's free blocks back to the device."""
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
 def _release_locks_after_failure() -> None:
     if not LOCKS_HELD_AFTER_FAILURE:
         return
-    import gc
-
-    gc.collect()
     torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            if torch.cuda.is_initialized():
-                torch.cuda.empty_cache()
-        except Exception:  # a poisoned context: the memory goes when the process does
-            pass
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            _free_device_memory(torch)
+    except Exception:  # a poisoned context: the memory goes when the process does
+        pass
     while LOCKS_HELD_AFTER_FAILURE:
         try:
             LOCKS_HELD_AFTER_FAILURE.pop().release(force=True)
@@ -212,8 +214,7 @@ def judge(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:
             LOCKS_HELD_AFTER_FAILURE.append(lock)
             raise
         if device.type == "cuda":
-            gc.collect()  # tensors in reference cycles too
-            torch.cuda.empty_cache()  # leave the device memory as we found it for the next holder
+            _free_device_memory(torch)  # leave the device memory as we found it for the next holder
             kept = torch.cuda.memory_reserved(device) / 2**30
             if kept > 0.25:  # what this process keeps on the device while others hold the lock
                 held = found["extra"].setdefault("gib_kept_after_phase", {})
@@ -364,25 +365,23 @@ def _judge_on_device(spec: dict[str, Any], status: Status, found: dict[str, Any]
         del ref_inputs, run_ref
         fresh = to_device(refill)
         _copy_into(torch, new_inputs, fresh)
-        if graph_new is not None:  # the graph must read the refilled inputs too
-            with torch.no_grad():
-                out_new = graph_new()
-                out_ref = ref_call(*clone_all(fresh))
-            clocks.synchronize()
-            ok, reason, _ = compare.compare_outputs(out_new, out_ref, cfg["atol"], cfg["rtol"])
-            scrub(out_ref)
-            del out_new, out_ref, graph_new
-            if not ok:
-                raise StageFailure("incorrect", "the CUDA-graph replay ignores new input values (work captured "
-                                   f"outside the inputs, or left off the capture stream): {reason}")
         with torch.no_grad():
+            # the graph must read the refilled inputs too; its output is copied before the eager
+            # call, which may write to the same buffer
+            out_graph = clone_all(compare.flatten(graph_new())) if graph_new is not None else None
             out_new = run_new()
             clocks.synchronize()
             out_ref = ref_call(*fresh)
         clocks.synchronize()
+        if out_graph is not None:
+            ok, reason, _ = compare.compare_outputs(out_graph, out_ref, cfg["atol"], cfg["rtol"])
+            if not ok:
+                scrub(out_ref)
+                raise StageFailure("incorrect", "the CUDA-graph replay ignores new input values (work captured "
+                                   f"outside the inputs, or left off the capture stream): {reason}")
         ok, reason, _ = compare.compare_outputs(out_new, out_ref, cfg["atol"], cfg["rtol"])
         scrub(out_ref)
-        del out_new, out_ref
+        del out_graph, out_new, out_ref, graph_new
         if not ok:
             raise StageFailure(
                 "incorrect",
