@@ -305,7 +305,7 @@ def _resume_inputs(problem_file: Path | None, out: Path | None, given: dict[str,
 def _eval_config(device: str, values: dict[str, Any]) -> Any:
     from pytest_kernelbench.config import EvalConfig
 
-    fields = {f.name for f in dataclasses.fields(EvalConfig)} - {"device", "lock_dir", "build_dir"}
+    fields = {f.name for f in dataclasses.fields(EvalConfig)} - {"device", "lock_dir", "build_dir", "pch_dir"}
     values = {k: v for k, v in values.items() if k in fields}
     if values.get("trials", 1) < 1:
         raise _BadInput("--trials must be at least 1")

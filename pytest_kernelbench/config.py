@@ -50,6 +50,7 @@ class EvalConfig:
     lock_dir: str = ""
     lock_timeout: float = 3600.0  # seconds to wait for the device lock before giving up
     build_dir: str = ""  # build cache: one TORCH_EXTENSIONS_DIR per candidate key inside (see buildcache.py)
+    pch_dir: str = ""  # shared precompiled torch/extension.h for load_inline binding files (see pch.py); "off": none
     max_memory_gb: float = 0.0  # host memory per candidate: an address-space rlimit on CPU, an RSS watch on CUDA; 0 = none
     log_chars: int = 10_000  # how much of a failing candidate's log a result keeps
     # how a worker process starts: "forkserver" (forked from a server that imported torch once:
@@ -76,6 +77,7 @@ class EvalConfig:
         if self.timer == "cuda-graph" and self.device != "cuda":
             raise KernelBenchUsageError("--kb-timer cuda-graph needs --device cuda (CPU timing has no graphs)")
         self.build_dir = self.build_dir or os.environ.get("KB_BUILD_CACHE") or str(default_cache_dir() / "builds")
+        self.pch_dir = self.pch_dir or os.environ.get("KB_PCH_DIR") or str(default_cache_dir() / "pch")
 
     @property
     def device_label(self) -> str:

@@ -115,6 +115,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--build-cache", dest="kb_build_cache", help="folder of cached extension builds, one per candidate hash (env KB_BUILD_CACHE)"
     )
     group.addoption(
+        "--build-pch",
+        dest="kb_build_pch",
+        metavar="DIR|off",
+        help="folder of shared precompiled torch/extension.h headers for load_inline binding files (GCC; "
+        "default: beside the build cache; off: compile the header every time; env KB_PCH_DIR)",
+    )
+    group.addoption(
         "--ray-address",
         dest="kb_ray_address",
         help="judge on a Ray cluster: auto, HOST:PORT, or local (an in-process instance); one task and one GPU per candidate",
@@ -182,6 +189,7 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
         max_memory_gb=config.getoption("kb_max_memory"),
         lock_dir=config.getoption("kb_lock_dir") or "",
         build_dir=config.getoption("kb_build_cache") or "",
+        pch_dir=config.getoption("kb_build_pch") or "",
     )
     if (config.getoption("kb_build_jobs") or 0) < 0:
         raise KernelBenchUsageError("--build-jobs must be 0 (off) or more")
@@ -209,7 +217,7 @@ def _report_writer(config: pytest.Config, session: KernelBenchSession) -> Report
         "datasets": dataset_specs(config.getoption("kb_dataset")),
         "solutions": session.solutions,
         "min_speedup": session.min_speedup,
-        **{k: v for k, v in session.eval_config.to_dict().items() if k not in ("lock_dir", "build_dir")},
+        **{k: v for k, v in session.eval_config.to_dict().items() if k not in ("lock_dir", "build_dir", "pch_dir")},
     }
     return ReportWriter(config.getoption("kb_report"), options, environment(session.eval_config.device_label))
 

@@ -26,8 +26,10 @@ NODE_LOSS_RETRIES = 3
 def _evaluate_task(problem: dict[str, Any], candidate: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     from .evaluate import evaluate
 
-    # Ray points CUDA_VISIBLE_DEVICES at the GPU it gave this task: that GPU is cuda:0 here.
-    cfg = EvalConfig(**{**config, "device_index": 0, "lock_dir": "", "build_dir": ""})
+    # Ray points CUDA_VISIBLE_DEVICES at the GPU it gave this task: that GPU is cuda:0 here. Folders
+    # are the node's own defaults (a PCH switched off stays off).
+    pch_dir = "off" if config.get("pch_dir") == "off" else ""
+    cfg = EvalConfig(**{**config, "device_index": 0, "lock_dir": "", "build_dir": "", "pch_dir": pch_dir})
     return evaluate(Problem(**problem), Candidate(**candidate), cfg).to_dict()
 
 

@@ -115,9 +115,21 @@ def compile_candidate(spec: dict[str, Any], torch: Any, device: Any, found: dict
     try:
         with folder:
             found["extra"]["build_cached"] = folder.cached
+            _use_shared_pch(cfg.get("pch_dir", "off"), spec["candidate_path"])
             return _load_module("kb_candidate", spec["candidate_path"])
     except BaseException as exc:  # SyntaxError, build failures, SystemExit ...
         raise StageFailure("compile_error", _exc_text(exc)) from None
+
+
+def _use_shared_pch(pch_dir: str, candidate_path: str) -> None:
+    """Point ``CXX`` at the precompiled-header wrapper (pch.py) when the candidate builds an extension."""
+    if pch_dir == "off" or "cpp_extension" not in Path(candidate_path).read_text():
+        return
+    from .pch import compiler_wrapper
+
+    wrapper = compiler_wrapper(pch_dir)
+    if wrapper:
+        os.environ["CXX"] = wrapper
 
 
 def build_only(spec: dict[str, Any], status: Status, found: dict[str, Any]) -> None:

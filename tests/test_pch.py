@@ -1,0 +1,206 @@
+"""The shared precompiled torch/extension.h (pytest_kernelbench/pch.py): a real GCC on a small stand-in
+header for the wrapper's rules, and one real load_inline build through the judge."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from helpers import cpu_config, tiny_problem
+from pytest_kernelbench.candidates import Candidate
+from pytest_kernelbench.evaluate import evaluate
+from pytest_kernelbench.pch import binding_compile, compiler_wrapper
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not shutil.which("g++"), reason="GCC on Linux")
+
+HEADER = "#pragma once\ninline int kb_answer() { return 42; }\n"
+
+
+def _events(root: Path) -> list[dict]:
+    path = root / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture
+def fake_torch(tmp_path, monkeypatch):
+    """An include folder with a small torch/extension.h, a PCH root, and the wrapper for g++."""
+    include = tmp_path / "inc"
+    (include / "torch").mkdir(parents=True)
+    (include / "torch" / "extension.h").write_text(HEADER)
+    root = tmp_path / "pch"
+    monkeypatch.setenv("CXX", "g++")
+    wrapper = compiler_wrapper(root)
+    assert wrapper is not None and Path(wrapper).name == "g++"
+    return include, root, wrapper
+
+
+def _binding(folder: Path, name: str, body: str = "return kb_answer();") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    source = folder / "main.cpp"
+    source.write_text(f"#include <torch/extension.h>\nint {name}() {{ {body} }}\n")
+    return source
+
+
+def _compile(wrapper: str, include: Path, source: Path, *extra: str) -> subprocess.CompletedProcess:
+    out = source.with_suffix(".o")
+    args = [wrapper, "-MMD", "-MF", f"{out}.d", f"-DTORCH_EXTENSION_NAME={source.parent.name}",
+            "-isystem", str(include), "-fPIC", "-std=c++17", *extra, "-c", str(source), "-o", str(out)]  # fmt: skip
+    return subprocess.run(args, capture_output=True, text=True, cwd=source.parent)
+
+
+def test_only_a_binding_compile_is_served_and_its_key_leaves_out_names_and_paths(tmp_path):
+    source = _binding(tmp_path / "a", "f")
+    args = ["-MMD", "-MF", "main.o.d", "-DTORCH_EXTENSION_NAME=ext_a", "-isystem", "/usr/include/x", "-fPIC",
+            "-std=c++17", "-c", str(source), "-o", "main.o", "-O3"]  # fmt: skip
+    found = binding_compile(args)
+    assert found is not None
+    assert found[0] == source
+    assert found[1] == ["-isystem", "/usr/include/x", "-fPIC", "-std=c++17", "-O3"]
+
+    plain = tmp_path / "plain.cpp"
+    plain.write_text("int g() { return 1; }\n")
+    assert binding_compile([*args[:-4], str(plain), "-o", "x.o"]) is None  # not a binding file
+    assert binding_compile([str(source), "-shared", "-o", "x.so"]) is None  # a link, no -c
+    assert binding_compile(["-include", "pre.h", *args]) is None  # a forced include comes first
+    assert binding_compile(["-I", "relative/inc", *args]) is None  # a relative include folder
+    assert binding_compile([*args, str(source)]) is None  # two sources
+
+
+def test_the_second_binding_builds_the_header_and_later_ones_use_it(fake_torch, tmp_path):
+    include, root, wrapper = fake_torch
+    first = _compile(wrapper, include, _binding(tmp_path / "ext_a", "f"))
+    assert first.returncode == 0, first.stderr
+    assert [e["event"] for e in _events(root)] == ["first"]  # flags used once do not pay for a .gch
+    assert not list(root.glob("*/torch/extension.h.gch"))
+    for name in ("ext_c", "ext_b"):
+        done = _compile(wrapper, include, _binding(tmp_path / name, "g", "return kb_answer() + 1;"))
+        assert done.returncode == 0, done.stderr
+    assert [e["event"] for e in _events(root)] == ["first", "built", "used", "used"]
+    gchs = list(root.glob("*/torch/extension.h.gch"))
+    assert len(gchs) == 1
+    # GCC itself takes that .gch for these flags ("!" marks a precompiled header in -H's list).
+    probe = subprocess.run(["g++", "-H", "-I", str(gchs[0].parent.parent), "-DTORCH_EXTENSION_NAME=x", "-isystem",
+                            str(include), "-fPIC", "-std=c++17", "-c", str(tmp_path / "ext_b" / "main.cpp"), "-o",
+                            str(tmp_path / "probe.o")], capture_output=True, text=True)  # fmt: skip
+    assert f"! {gchs[0]}" in probe.stderr, probe.stderr
+    # and the object is the one the plain compiler makes, byte for byte
+    plain = _binding(tmp_path / "ext_b_plain", "g", "return kb_answer() + 1;")
+    assert _compile("g++", include, plain).returncode == 0
+    assert (tmp_path / "ext_b" / "main.o").read_bytes() == plain.with_suffix(".o").read_bytes()
+
+
+def test_a_binding_that_includes_the_header_again_compiles(fake_torch, tmp_path):
+    """load_inline puts the include first, and most cpp_sources start with it too."""
+    include, root, wrapper = fake_torch
+    for name in ("a", "b", "c"):  # the second builds the .gch, the third finds it ready
+        source = _binding(tmp_path / name, "f")
+        source.write_text(source.read_text().replace("int f", "#include <torch/extension.h>\nint f"))
+        done = _compile(wrapper, include, source)
+        assert done.returncode == 0, done.stderr
+    assert [e["event"] for e in _events(root)] == ["first", "built", "used", "used"]
+
+
+def test_other_flags_or_a_changed_header_get_their_own_header(fake_torch, tmp_path):
+    include, root, wrapper = fake_torch
+    for _ in range(2):
+        assert _compile(wrapper, include, _binding(tmp_path / "a", "f")).returncode == 0
+        assert _compile(wrapper, include, _binding(tmp_path / "b", "f"), "-O2").returncode == 0
+    header = include / "torch" / "extension.h"
+    header.write_text(HEADER.replace("42", "43"))
+    os.utime(header, ns=(header.stat().st_atime_ns, header.stat().st_mtime_ns + 10**9))
+    for _ in range(2):
+        assert _compile(wrapper, include, _binding(tmp_path / "c", "f")).returncode == 0
+    assert [e["event"] for e in _events(root)].count("built") == 3
+    assert len({e["key"] for e in _events(root)}) == 3
+    assert not [e for e in _events(root) if e["event"] == "rejected"]
+
+
+def test_a_header_that_gcc_refuses_falls_back_to_the_real_one_and_says_so(fake_torch, tmp_path):
+    include, root, wrapper = fake_torch
+    for _ in range(2):
+        assert _compile(wrapper, include, _binding(tmp_path / "a", "f")).returncode == 0
+    (gch,) = root.glob("*/torch/extension.h.gch")
+    gch.write_bytes(b"not a precompiled header")
+    again = _compile(wrapper, include, _binding(tmp_path / "b", "f"))
+    assert again.returncode == 0, again.stderr
+    last = _events(root)[-1]
+    assert last["event"] == "rejected" and "PCH" in last["why"], last
+
+
+def test_a_build_in_flight_is_not_waited_for(fake_torch, tmp_path):
+    include, root, wrapper = fake_torch
+    root.mkdir(parents=True, exist_ok=True)
+    source = _binding(tmp_path / "a", "f")
+    from pytest_kernelbench.pch import find_header, pch_key
+
+    _, flags = binding_compile(["-isystem", str(include), "-fPIC", "-std=c++17", "-c", str(source), "-o", "x.o"])
+    key = pch_key(shutil.which("g++"), flags, find_header(flags))
+    assert _compile(wrapper, include, source).returncode == 0
+    with FileLock(str(root / f"{key}.lock")):
+        done = _compile(wrapper, include, source)
+    assert done.returncode == 0, done.stderr
+    assert [e["event"] for e in _events(root)] == ["first", "busy"]
+    assert not list(root.glob("*/torch/extension.h.gch"))
+
+
+def test_compile_errors_and_other_calls_pass_through(fake_torch, tmp_path):
+    include, root, wrapper = fake_torch
+    broken = _compile(wrapper, include, _binding(tmp_path / "a", "f", "return no_such_name;"))
+    assert broken.returncode != 0 and "no_such_name" in broken.stderr
+    version = subprocess.run([wrapper, "-dumpfullversion", "-dumpversion"], capture_output=True, text=True)
+    real = subprocess.run(["g++", "-dumpfullversion", "-dumpversion"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout == real.stdout
+
+
+def test_no_wrapper_for_a_compiler_that_is_not_gcc(tmp_path, monkeypatch):
+    fake = tmp_path / "clang++"
+    fake.write_text("#!/bin/sh\necho 'clang version 18.1.0'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CXX", str(fake))
+    assert compiler_wrapper(tmp_path / "pch") is None
+
+
+CPP_CANDIDATE = '''
+import torch
+from torch.utils.cpp_extension import load_inline
+
+_ext = load_inline(
+    name="kb_pch_probe",
+    cpp_sources="torch::Tensor lin_relu(torch::Tensor x, torch::Tensor w, torch::Tensor b) "
+    "{ return torch::relu(torch::addmm(b, x, w.t())).add(OFFSET); }",
+    functions=["lin_relu"],
+)
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = torch.nn.Linear(features, features)
+
+    def forward(self, x):
+        return _ext.lin_relu(x, self.linear.weight, self.linear.bias) - OFFSET
+'''
+
+
+@pytest.mark.slow
+def test_a_load_inline_candidate_is_judged_with_the_shared_header(tmp_path):
+    """Two candidates with different binding files: the first notes the flags, the second builds the header
+    and uses it."""
+    problem = tiny_problem()
+    root = tmp_path / "pch"
+    config = cpu_config(build_dir=str(tmp_path / "builds"), pch_dir=str(root), timeout=300.0)
+    outcomes = []
+    for offset in ("0", "1"):
+        source = CPP_CANDIDATE.replace("OFFSET", offset)
+        outcomes.append(evaluate(problem, Candidate(source, "", f"offset={offset}"), config))
+    assert [r.outcome.value for r in outcomes] == ["correct", "correct"], [r.message[-800:] for r in outcomes]
+    events = _events(root)
+    assert [e["event"] for e in events] == ["first", "built", "used"], events
+    assert len({e["source"] for e in events}) == 2
+    ninja = next((tmp_path / "builds").glob("*/kb_pch_probe/build.ninja")).read_text()
+    assert f"cxx = {next(root.glob('cc-*/g++'))}" in ninja
