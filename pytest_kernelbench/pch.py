@@ -186,6 +186,8 @@ def ensure_pch(root: Path, compiler: str, flags: list[str], source: Path) -> Pat
         if not gch.is_file():
             start = time.monotonic()
             gch.parent.mkdir(parents=True, exist_ok=True)
+            for stale in (*gch.parent.glob("*.tmp"), *gch.parent.glob("*.link")):  # left by a killed build
+                stale.unlink(missing_ok=True)
             tmp = gch.with_name(f"{gch.name}.{os.getpid()}.tmp")
             done = subprocess.run([compiler, *flags, "-x", "c++-header", str(header), "-o", str(tmp)],
                                   capture_output=True)  # fmt: skip
@@ -211,7 +213,11 @@ def ensure_pch(root: Path, compiler: str, flags: list[str], source: Path) -> Pat
 def wrap(real: str, root: Path, args: list[str]) -> int:
     """Run one compiler call: a binding compile with the shared PCH, anything else as it is."""
     found = binding_compile(args)
-    include = ensure_pch(root, real, found[1], found[0]) if found else None
+    try:
+        include = ensure_pch(root, real, found[1], found[0]) if found else None
+    except OSError as exc:  # an unwritable or full cache folder costs the speed-up, never the build
+        _log(root, event="failed", source=str(found[0]) if found else "", error=str(exc))
+        include = None
     if include is None:
         return subprocess.run([real, *args]).returncode
     start = time.monotonic()

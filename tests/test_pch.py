@@ -148,6 +148,21 @@ def test_a_build_in_flight_is_not_waited_for(fake_torch, tmp_path):
     assert not list(root.glob("*/torch/extension.h.gch"))
 
 
+def test_a_cache_folder_that_cannot_be_written_costs_the_speed_up_not_the_build(fake_torch, tmp_path):
+    include, root, wrapper = fake_torch
+    source = _binding(tmp_path / "a", "f")
+    from pytest_kernelbench.pch import find_header, pch_key
+
+    _, flags = binding_compile(["-isystem", str(include), "-fPIC", "-std=c++17", "-c", str(source), "-o", "x.o"])
+    key = pch_key(shutil.which("g++"), flags, find_header(flags))
+    assert _compile(wrapper, include, source).returncode == 0
+    (root / key).write_text("a file where the .gch folder should go")
+    done = _compile(wrapper, include, source)
+    assert done.returncode == 0, done.stderr
+    assert source.with_suffix(".o").stat().st_size > 0
+    assert [e["event"] for e in _events(root)] == ["first", "failed"]
+
+
 def test_compile_errors_and_other_calls_pass_through(fake_torch, tmp_path):
     include, root, wrapper = fake_torch
     broken = _compile(wrapper, include, _binding(tmp_path / "a", "f", "return no_such_name;"))
