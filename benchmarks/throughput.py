@@ -48,9 +48,25 @@ PROBLEM = REPO / "problems" / "mini" / "1_LeakyReluScale.py"
 GPU_STAGES = ("init", "run", "compare", "time")
 
 
-def variants(device: str, count: int) -> list[Candidate]:
+def light_headers(source: str) -> str:
+    """The bundled CUDA solution with a ``.cu`` that includes only the ATen/c10 headers it uses.
+
+    Same kernels, same launches; ``<torch/extension.h>`` in the ``.cu`` makes nvcc parse all of torch
+    (see benchmarks/build_split.py). The binding file keeps it (load_inline adds it there anyway).
+    """
+    head, cuda = source.split('_cuda_source = r"""', 1)
+    cuda = cuda.replace("#include <torch/extension.h>", "#include <ATen/core/Tensor.h>\n#include <ATen/ops/empty_like.h>\n"
+                        "#include <ATen/DeviceGuard.h>", 1)  # fmt: skip
+    cuda_part, rest = cuda.split('"""', 1)
+    cuda_part = cuda_part.replace("torch::Tensor", "at::Tensor").replace("torch::empty_like", "at::empty_like")
+    return f'{head}_cuda_source = r"""{cuda_part}"""{rest}'
+
+
+def variants(device: str, count: int, kernel: str = "mini") -> list[Candidate]:
     if device == "cuda":
         base = (REPO / "solutions" / "mini" / "1_LeakyReluScale.cuda.py").read_text()
+        if kernel == "light":
+            base = light_headers(base)
         knobs = itertools.product(("-O3", "-O2"), (128, 256, 512, 1024, 64), (4, 8, 16, 32, 64, 128, 2, 256))
         out = []
         for opt, threads, cap in itertools.islice(knobs, count):
@@ -156,12 +172,14 @@ def main() -> None:
     parser.add_argument("--phases", default="pipeline,warm,serial")
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("throughput-out"))
+    parser.add_argument("--kernel", choices=("mini", "light"), default="mini",
+                        help="CUDA candidates: the bundled solution, or it with a .cu that includes only the headers it uses")  # fmt: skip
     parser.add_argument("--build-pch", default="fresh",
                         help="shared precompiled header folder: fresh (an empty one: the run builds it), DIR, or off")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     problem = problem_from_path(PROBLEM)
-    candidates = variants(args.device, args.count)
+    candidates = variants(args.device, args.count, args.kernel)
     scratch = Path(tempfile.mkdtemp(prefix="kb-throughput-"))
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"), "args": vars(args) | {"out": str(args.out)}}
     doc["phases"] = []

@@ -64,7 +64,10 @@ kernels that are both correct and faster than PyTorch, and you answer with compl
 
 LANGUAGE_RULES = {
     "cuda": "Write the hot path as CUDA kernels compiled with torch.utils.cpp_extension.load_inline "
-    "(cpp_sources holds the C++ declarations, cuda_sources the kernels and their launchers).",
+    "(cpp_sources holds the C++ declarations, cuda_sources the kernels and their launchers). In cuda_sources "
+    "include only the ATen/c10 headers the kernels use (<ATen/core/Tensor.h>, <ATen/ops/<op>.h>, "
+    "<c10/cuda/CUDAStream.h>, <ATen/cuda/CUDAContext.h>) and write at:: names: <torch/extension.h> there "
+    "makes nvcc parse all of torch, which more than doubles the build time.",
     "triton": "Write the hot path as Triton kernels (@triton.jit) launched from ModelNew.forward.",
     "cpp": "Write the hot path in C++ compiled with torch.utils.cpp_extension.load_inline using cpp_sources only "
     "(no CUDA: this runs on the CPU). ATen's at::parallel_for, OpenMP (-fopenmp) and -O3 are available.",
@@ -190,22 +193,26 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 cuda_source = r"""
-#include <torch/extension.h>
+// Only the headers the kernels use (at:: names); <torch/extension.h> here makes nvcc parse all of torch.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include <c10/cuda/CUDAStream.h>
 
 __global__ void add_kernel(const float* a, const float* b, float* out, int64_t n) {
     int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (i < n) out[i] = a[i] + b[i];
 }
 
-torch::Tensor add_cuda(torch::Tensor a, torch::Tensor b) {
+at::Tensor add_cuda(at::Tensor a, at::Tensor b) {
     TORCH_CHECK(a.is_cuda() && b.is_cuda(), "add_cuda: expected CUDA tensors");
     auto ac = a.contiguous();
     auto bc = b.contiguous();
-    auto out = torch::empty_like(ac);
+    auto out = at::empty_like(ac);
     int64_t n = ac.numel();
     int threads = 256;
     int64_t blocks = (n + threads - 1) / threads;
-    add_kernel<<<blocks, threads>>>(ac.data_ptr<float>(), bc.data_ptr<float>(), out.data_ptr<float>(), n);
+    auto stream = c10::cuda::getCurrentCUDAStream();
+    add_kernel<<<blocks, threads, 0, stream>>>(ac.data_ptr<float>(), bc.data_ptr<float>(), out.data_ptr<float>(), n);
     return out;
 }
 """
