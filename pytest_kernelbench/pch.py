@@ -254,7 +254,11 @@ def compiler_wrapper(root: str | os.PathLike[str]) -> str | None:
         return None
     real = os.environ.get("CXX") or "c++"
     resolved = shutil.which(real)
-    if resolved is None or not _is_gcc(resolved):
+    if resolved is None:
+        return None
+    if _is_wrapper(Path(resolved)):  # CXX already names one (a nested run): do not wrap it twice
+        return resolved
+    if not _is_gcc(resolved):
         return None
     root = Path(root).resolve()
     tag = hashlib.sha256("\0".join((sys.executable, resolved, __file__)).encode()).hexdigest()[:12]
@@ -270,6 +274,14 @@ def compiler_wrapper(root: str | os.PathLike[str]) -> str | None:
         except OSError:
             return None
     return str(wrapper)
+
+
+def _is_wrapper(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(2) == b"#!" and Path(__file__).name.encode() in fh.read(4096)
+    except OSError:
+        return False
 
 
 def _sh(text: str) -> str:

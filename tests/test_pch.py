@@ -172,6 +172,12 @@ def test_compile_errors_and_other_calls_pass_through(fake_torch, tmp_path):
     assert version.returncode == 0 and version.stdout == real.stdout
 
 
+def test_a_wrapper_is_not_wrapped_again(fake_torch, monkeypatch):
+    _, root, wrapper = fake_torch
+    monkeypatch.setenv("CXX", wrapper)
+    assert compiler_wrapper(root) == wrapper
+
+
 def test_no_wrapper_for_a_compiler_that_is_not_gcc(tmp_path, monkeypatch):
     fake = tmp_path / "clang++"
     fake.write_text("#!/bin/sh\necho 'clang version 18.1.0'\n")
