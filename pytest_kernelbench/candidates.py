@@ -20,6 +20,12 @@ from pathlib import Path
 from .problems import Problem
 
 BASELINE = "baseline"
+_BUILD_MARKERS = ("load_inline", "cpp_extension")  # torch.utils.cpp_extension, in any import form
+
+
+def builds_extension(source: str) -> bool:
+    """Whether a candidate's source builds a C++/CUDA extension (``load_inline`` and the like)."""
+    return any(marker in source for marker in _BUILD_MARKERS)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -248,7 +248,8 @@ def compiler_wrapper(root: str | os.PathLike[str]) -> str | None:
 
     None where a PCH cannot help: not Linux, the compiler is not GCC, or ``root`` is not writable.
     The wrapper's path depends only on (python, real compiler, this file), so ninja files that name
-    it stay the same from one run to the next and a cached build is not redone.
+    it stay the same from one run to the next and a cached build is not redone; once written, it is
+    returned without probing the compiler again.
     """
     if not sys.platform.startswith("linux"):
         return None
@@ -258,21 +259,22 @@ def compiler_wrapper(root: str | os.PathLike[str]) -> str | None:
         return None
     if _is_wrapper(Path(resolved)):  # CXX already names one (a nested run): do not wrap it twice
         return resolved
+    root = Path(root).resolve()
+    tag = hashlib.sha256("\0".join((sys.executable, resolved, os.path.realpath(resolved), __file__)).encode()).hexdigest()[:12]
+    wrapper = root / f"cc-{tag}" / "g++"  # torch accepts a compiler whose path says g++ without probing it
+    if wrapper.is_file():  # written only after the GCC check below, for this very compiler binary
+        return str(wrapper)
     if not _is_gcc(resolved):
         return None
-    root = Path(root).resolve()
-    tag = hashlib.sha256("\0".join((sys.executable, resolved, __file__)).encode()).hexdigest()[:12]
-    wrapper = root / f"cc-{tag}" / "g++"  # torch accepts a compiler whose path says g++ without probing it
-    if not wrapper.is_file():
-        script = f"#!/bin/sh\nexec {_sh(sys.executable)} {_sh(__file__)} {_sh(resolved)} {_sh(str(root))} \"$@\"\n"
-        try:
-            wrapper.parent.mkdir(parents=True, exist_ok=True)
-            tmp = wrapper.with_name(f"g++.{os.getpid()}.tmp")
-            tmp.write_text(script)
-            tmp.chmod(0o755)
-            os.replace(tmp, wrapper)
-        except OSError:
-            return None
+    script = f"#!/bin/sh\nexec {_sh(sys.executable)} {_sh(__file__)} {_sh(resolved)} {_sh(str(root))} \"$@\"\n"
+    try:
+        wrapper.parent.mkdir(parents=True, exist_ok=True)
+        tmp = wrapper.with_name(f"g++.{os.getpid()}.tmp")
+        tmp.write_text(script)
+        tmp.chmod(0o755)
+        os.replace(tmp, wrapper)
+    except OSError:
+        return None
     return str(wrapper)
 
 

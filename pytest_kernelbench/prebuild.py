@@ -19,17 +19,11 @@ import concurrent.futures
 import os
 import threading
 
-from .candidates import Candidate
+from .candidates import Candidate, builds_extension
 from .config import EvalConfig
 from .evaluate import evaluate
 from .problems import Problem
 from .result import EvalResult
-
-_BUILD_MARKERS = ("load_inline", "cpp_extension", "torch.utils.cpp_extension")
-
-
-def builds_extension(candidate: Candidate) -> bool:
-    return any(marker in candidate.source for marker in _BUILD_MARKERS)
 
 
 def default_build_jobs() -> int:
@@ -47,7 +41,7 @@ class Prebuilder:
         self.futures: dict[str, concurrent.futures.Future[EvalResult]] = {}
 
     def submit(self, problem: Problem, candidate: Candidate) -> bool:
-        if not builds_extension(candidate) or candidate.source_hash in self.futures:
+        if not builds_extension(candidate.source) or candidate.source_hash in self.futures:
             return False
         self.futures[candidate.source_hash] = self._pool.submit(
             evaluate, problem, candidate, self.config, build_only=True, stop=self._stop

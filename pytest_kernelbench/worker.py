@@ -110,20 +110,23 @@ def compile_candidate(spec: dict[str, Any], torch: Any, device: Any, found: dict
     from .buildcache import BuildFolder, build_key
 
     cfg = spec["config"]
-    key = build_key(Path(spec["candidate_path"]).read_text(), torch, device)
+    source = Path(spec["candidate_path"]).read_text()
+    key = build_key(source, torch, device)
     folder = BuildFolder(cfg["build_dir"], key, timeout=float(cfg["timeout"]))
     try:
         with folder:
             found["extra"]["build_cached"] = folder.cached
-            _use_shared_pch(cfg.get("pch_dir", "off"), spec["candidate_path"])
+            _use_shared_pch(cfg.get("pch_dir", "off"), source)
             return _load_module("kb_candidate", spec["candidate_path"])
     except BaseException as exc:  # SyntaxError, build failures, SystemExit ...
         raise StageFailure("compile_error", _exc_text(exc)) from None
 
 
-def _use_shared_pch(pch_dir: str, candidate_path: str) -> None:
+def _use_shared_pch(pch_dir: str, source: str) -> None:
     """Point ``CXX`` at the precompiled-header wrapper (pch.py) when the candidate builds an extension."""
-    if pch_dir == "off" or "cpp_extension" not in Path(candidate_path).read_text():
+    from .candidates import builds_extension
+
+    if pch_dir == "off" or not builds_extension(source):
         return
     from .pch import compiler_wrapper
 
