@@ -7,11 +7,7 @@
 set -uo pipefail
 out=${1:?OUTDIR}
 kb=$(realpath "${2:?KERNELBENCH_DATA_DIR}")
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1
-if ! python3 -m pip show pytest-kernelbench >/dev/null 2>&1; then
-  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTEST_PLUGINS=pytest_kernelbench.plugin
-fi
+source "$(dirname "$0")/gpu_env.sh"
 gpus=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | wc -l)
 { nvidia-smi --query-gpu=index,name,uuid --format=csv,noheader; date -u +%Y-%m-%dT%H:%MZ; } | tee "$out/device.txt"
 nvidia-smi --query-gpu=index,utilization.gpu --format=csv,noheader,nounits -l 1 > "$out/util.csv" 2>/dev/null &

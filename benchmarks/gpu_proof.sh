@@ -10,15 +10,9 @@
 set -uo pipefail
 out=${1:-gpu-out}
 kb=$(realpath "${2:-../shared/kernelbench}")
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1 TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} KB_TEST_DATA="$kb"
-if ! python3 -m pip show pytest-kernelbench >/dev/null 2>&1; then
-  # Not installed (e.g. a machine without network): load the plugin from this checkout.
-  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTEST_PLUGINS=pytest_kernelbench.plugin
-fi
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
-  date -u +%Y-%m-%dT%H:%MZ; } | tee "$out/device.txt"
+source "$(dirname "$0")/gpu_env.sh"
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} KB_TEST_DATA="$kb"
+record_device
 
 steps=" ${STEPS:-mini l1 tests} "
 if [[ $steps == *" mini "* ]]; then

@@ -8,14 +8,8 @@
 set -uo pipefail
 out=${1:?OUTDIR}
 kb=$(realpath "${2:?KERNELBENCH_DATA_DIR}")
-mkdir -p "$out"
-export PYTHONUNBUFFERED=1
-if ! python3 -m pip show pytest-kernelbench >/dev/null 2>&1; then
-  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTEST_PLUGINS=pytest_kernelbench.plugin
-fi
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
-  date -u +%Y-%m-%dT%H:%MZ; } | tee "$out/device.txt"
+source "$(dirname "$0")/gpu_env.sh"
+record_device
 steps=" ${STEPS:-eager compile} "
 common=(-p no:cacheprovider -q -rfE --level "${LEVELS:-1,2,3-metr}" --dataset "$kb/problems.jsonl"
         --dataset "$kb/pike-levels.jsonl" --solutions solutions --device cuda --trials "${TRIALS:-3}" ${KEXPR:+-k "$KEXPR"})
