@@ -115,7 +115,8 @@ def solutions_table_command(
 
 @app.command("baseline-json")
 def baseline_json_command(
-    reports: list[Path] = typer.Argument(..., help="--kb-report files of --solutions baseline runs"),
+    reports: list[Path] = typer.Argument(..., help="--kb-report files of --solutions baseline runs, or baseline files "
+                                         "written before (merged; later inputs win)"),
     out_dir: Path = typer.Option(Path("."), "--out-dir", help="where to write the JSON files"),
     label: str = typer.Option("ours", "--label", help="file name prefix, e.g. H100_ours"),
 ) -> None:

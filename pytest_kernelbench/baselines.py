@@ -55,10 +55,33 @@ def problem_file_name(result: EvalResult) -> str:
     return result.problem.partition("-")[2] + ".py"
 
 
+def _baseline_file_mode(path: str | os.PathLike[str]) -> str | None:
+    """"compile" or "eager" for a file already in KernelBench's shape (named like theirs), else None."""
+    name = Path(path).name
+    if name.endswith(COMPILE_FILE):
+        return "compile"
+    if name.endswith(EAGER_FILE):
+        return "eager"
+    return None
+
+
 def baseline_tables(report_paths: list[str | os.PathLike[str]]) -> dict[str, dict[str, dict[str, Any]]]:
-    """{"eager": {"level1": {file: entry}}, "compile": {...}} from baseline reports."""
+    """{"eager": {"level1": {file: entry}}, "compile": {...}} from baseline reports.
+
+    An input may also be a baseline file written earlier (``*baseline_time_torch.json`` or
+    ``*baseline_time_torch_compile_inductor_default.json``): its entries join that mode's table, so
+    new runs can be merged into committed files. Later inputs win where two give the same problem.
+    """
     tables: dict[str, dict[str, dict[str, Any]]] = {"eager": {}, "compile": {}}
     for path in report_paths:
+        mode = _baseline_file_mode(path)
+        if mode is not None:
+            earlier = json.loads(Path(path).read_text())
+            if not isinstance(earlier, dict) or "results" in earlier:
+                raise BaselineError(f"{path}: named like a KernelBench baseline file but not in its shape; rename the report")
+            for level, entries in earlier.items():
+                tables[mode].setdefault(level, {}).update(entries)
+            continue
         data, results = load_report(path)
         if data.get("options", {}).get("solutions") != "baseline":
             raise BaselineError(f"{path}: not a --solutions baseline report; rerun pytest with --solutions baseline")

@@ -52,6 +52,32 @@ def test_a_compile_mode_baseline_run_gives_both_files_in_kernelbench_shape(tmp_p
     assert "20_LeakyReLU.py" not in eager_json["level1"]  # only correct runs give timings
 
 
+def test_baseline_json_merges_new_runs_into_files_written_before(tmp_path):
+    out = tmp_path / "t"
+    first = write_report(tmp_path / "a.json", "baseline", "eager", [judged("L1-19_ReLU", 19, "eager", [4.0], [4.0])])
+    assert CliRunner().invoke(app, ["baseline-json", str(first), "--out-dir", str(out), "--label", "X"]).exit_code == 0
+    eager_file = out / f"X_{EAGER_FILE}"
+    later = write_report(tmp_path / "b.json", "baseline", "compile", [
+        judged("L1-19_ReLU", 19, "compile", [1.0], [9.0]),
+        judged("L1-20_LeakyReLU", 20, "compile", [2.0], [5.0]),
+    ])
+    # The compile run first, the earlier eager file last: the eager-only time of 19 wins over the compile run's.
+    result = CliRunner().invoke(app, ["baseline-json", str(later), str(eager_file), "--out-dir", str(out), "--label", "X"])
+    assert result.exit_code == 0, result.output
+    eager_json = json.loads(eager_file.read_text())
+    assert eager_json["level1"]["19_ReLU.py"]["mean"] == 4.0
+    assert eager_json["level1"]["20_LeakyReLU.py"]["mean"] == 5.0
+    assert list(eager_json["level1"]) == ["19_ReLU.py", "20_LeakyReLU.py"]
+    assert json.loads((out / f"X_{COMPILE_FILE}").read_text())["level1"]["20_LeakyReLU.py"]["mean"] == 2.0
+
+
+def test_baseline_json_refuses_a_report_named_like_a_baseline_file(tmp_path):
+    report = write_report(tmp_path / f"run_{EAGER_FILE}", "baseline", "eager", [judged("L1-19_ReLU", 19, "eager", [4.0], [4.0])])
+    result = CliRunner().invoke(app, ["baseline-json", str(report), "--out-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "rename the report" in result.output
+
+
 def test_baseline_json_refuses_a_report_of_real_candidates(tmp_path):
     report = write_report(tmp_path / "s.json", "solutions", "eager", [judged("L1-19_ReLU", 19, "eager", [2.0], [1.0])])
     result = CliRunner().invoke(app, ["baseline-json", str(report), "--out-dir", str(tmp_path)])
