@@ -201,3 +201,15 @@ def test_progress_is_quiet_under_q_and_in_ci(pytester, monkeypatch):
     assert "judged 1" not in pytester.runpytest_subprocess(*args, "-q").stdout.str()
     monkeypatch.setenv("CI", "true")
     assert "judged 1" not in pytester.runpytest_subprocess(*args).stdout.str()
+
+
+@pytest.mark.parametrize(("worker", "gpus", "expected"), [
+    ("gw0", 8, 0), ("gw7", 8, 7), ("gw9", 8, 1), ("gw3", 2, 1), ("gw4", 2, 0), ("gw5", 0, 0), ("", 8, 0),
+])
+def test_xdist_workers_spread_over_the_visible_gpus(monkeypatch, worker, gpus, expected):
+    from pytest_kernelbench.plugin import _device_index
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    if worker:
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+    assert _device_index(None) == expected
