@@ -26,7 +26,7 @@ def run_pytest(args: argparse.Namespace, report: Path) -> None:
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
         "--level", args.level, "--problems", args.problems, "--dataset", args.dataset,
         "--solutions", "baseline", "--device", "cuda", f"--kb-report={report}", "-n", str(args.workers),
-        "--trials", str(args.trials),
+        "--trials", str(args.trials), "--kb-placement", args.placement,
     ]
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=False)
@@ -69,6 +69,8 @@ def main() -> int:
     parser.add_argument("-n", "--workers", type=int, default=8)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--trials", type=int, default=1, help="correctness trials per item (timing is what is measured here)")
+    parser.add_argument("--placement", choices=("separate", "shared"), default="separate",
+                        help="--kb-placement of the runs: each side its own inputs, or one input buffer and output block")
     parser.add_argument("--skip-do-bench", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="use run1.json/run2.json already in --workdir")
     args = parser.parse_args()
@@ -114,7 +116,7 @@ def main() -> int:
         f"Device: {env.get('gpu', env.get('device'))}, torch {env.get('torch')}, CUDA {env.get('cuda', '-')}; "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d}.",
         f"Command: `python benchmarks/timing_fidelity.py --dataset problems.jsonl --level {args.level} "
-        f"--problems {args.problems} -n {args.workers} --trials {args.trials}`",
+        f"--problems {args.problems} -n {args.workers} --trials {args.trials} --placement {args.placement}`",
         "",
         f"- problems judged in both runs: {judged} of {len(common)}",
         f"- wall time of each pytest run: {walls.get('run1', '?')} s and {walls.get('run2', '?')} s",

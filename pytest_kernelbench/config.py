@@ -60,6 +60,11 @@ class EvalConfig:
     # "cuda-graph" (each function captured once in a CUDA graph, events around one replay: no
     # host launch cost; falls back to events, saying why, when a capture fails)
     timer: str = "events"
+    # where each timed call's inputs and output live: "separate" (each side its own input copy; every
+    # call reuses its side's output block) or "shared" (both sides read one input buffer, refilled from
+    # a pristine copy before every call, and every call gets the same output block: reference and
+    # candidate see the same memory placement). Events timer only; CUDA graphs own their buffers.
+    placement: str = "separate"
 
     def __post_init__(self) -> None:
         gpu = self.device == "cuda"
@@ -74,6 +79,10 @@ class EvalConfig:
                 f"worker start must be 'forkserver' or 'spawn', not {self.worker_start!r} (KB_WORKER_START)")
         if self.timer not in ("events", "cuda-graph"):
             raise KernelBenchUsageError(f"--kb-timer {self.timer}: choose events or cuda-graph")
+        if self.placement not in ("separate", "shared"):
+            raise KernelBenchUsageError(f"--kb-placement {self.placement}: choose separate or shared")
+        if self.placement == "shared" and self.timer == "cuda-graph":
+            raise KernelBenchUsageError("--kb-placement shared needs --kb-timer events (a CUDA graph keeps its own buffers)")
         if self.timer == "cuda-graph" and self.device != "cuda":
             raise KernelBenchUsageError("--kb-timer cuda-graph needs --device cuda (CPU timing has no graphs)")
         self.build_dir = self.build_dir or os.environ.get("KB_BUILD_CACHE") or str(default_cache_dir() / "builds")

@@ -81,6 +81,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="events",
         help="GPU timing: CUDA events around each call (default) or around one CUDA-graph replay (no launch overhead)",
     )
+    group.addoption(
+        "--kb-placement",
+        dest="kb_placement",
+        choices=("separate", "shared"),
+        default="separate",
+        help="timed calls' memory: each side its own inputs (default), or both sides one input buffer refilled "
+        "before every call and one output block (the same placement for reference and candidate)",
+    )
     group.addoption("--kb-seed", dest="kb_seed", type=int, default=42, help="base random seed (default 42)")
     group.addoption(
         "--kb-strict",
@@ -186,6 +194,7 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
         strict=config.getoption("kb_strict"),
         inputs_on=config.getoption("kb_inputs_on"),
         timer=config.getoption("kb_timer"),
+        placement=config.getoption("kb_placement"),
         max_memory_gb=config.getoption("kb_max_memory"),
         lock_dir=config.getoption("kb_lock_dir") or "",
         build_dir=config.getoption("kb_build_cache") or "",

@@ -143,12 +143,26 @@ def time_interleaved(
     max_reps: int,
     max_time: float,
     rel_err: float = 0.01,
+    before: Callable[[str], None] | None = None,
+    discard: Callable[[Any], None] | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, Any]]:
-    """Samples (ms) per named function, and the output of each one's last timed call."""
+    """Samples (ms) per named function, and the output of each one's last timed call.
+
+    ``before(name)``, if given, runs ahead of every call (warm-up and timed, outside the timed
+    interval) and every output is freed before the next call, whoever made it: all calls then get
+    the same output block, and only the last call's output is returned. ``discard(output)`` then
+    runs on each output before it is freed (e.g. to overwrite it: the next call's output block must
+    not hold the other side's answer).
+    """
     names = list(fns)
     for _ in range(warmup):
         for name in names:
-            fns[name]()
+            if before is not None:
+                before(name)
+            out = fns[name]()
+            if before is not None and discard is not None:
+                discard(out)
+            del out
     clocks.synchronize()
     samples: dict[str, list[float]] = {name: [] for name in names}
     last: dict[str, Any] = {}
@@ -156,7 +170,13 @@ def time_interleaved(
     for rep in range(max_reps):
         order = names if rep % 2 == 0 else names[::-1]
         for name in order:
-            last.pop(name, None)  # free the previous output first: each call then gets the same memory
+            if before is not None:
+                if discard is not None:
+                    discard_all(last, discard)
+                last.clear()  # every call gets the one output block
+                before(name)
+            else:
+                last.pop(name, None)  # free the previous output first: each call then gets the same memory
             ms, last[name] = clocks.time_once(fns[name], name)
             samples[name].append(ms)
         if rep + 1 >= min_reps and (
@@ -164,6 +184,12 @@ def time_interleaved(
         ):
             break
     return samples, last
+
+
+def discard_all(outputs: dict[str, Any], discard: Callable[[Any], None]) -> None:
+    # a function of its own: a loop variable in the caller's frame would keep an output alive
+    for out in outputs.values():
+        discard(out)
 
 
 def median_rel_err(samples: list[float]) -> float:

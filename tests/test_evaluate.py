@@ -191,3 +191,89 @@ def test_no_earlier_input_set_outlives_its_phase():
     )
     result = evaluate(tiny_problem(), Candidate(source, "", "watcher"), cpu_config(trials=3))
     assert result.outcome is Outcome.CORRECT, result.message
+
+
+_LOGGING_MODEL = '''
+import torch
+import torch.nn as nn
+
+
+class {name}(nn.Module):
+    def forward(self, x):
+        with open({log!r}, "a") as f:
+            f.write(f"{name} {{x.data_ptr()}}\\n")
+        return x * 2.0
+'''
+_LOGGING_PROBLEM_TAIL = '''
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("placement", ["separate", "shared"])
+def test_shared_placement_times_both_sides_on_one_input_buffer(tmp_path, placement):
+    from pytest_kernelbench.candidates import Candidate
+    from pytest_kernelbench.problems import problem_from_path
+
+    log = tmp_path / "calls.log"
+    path = tmp_path / "1_Double.py"
+    path.write_text(_LOGGING_MODEL.format(name="Model", log=str(log)) + _LOGGING_PROBLEM_TAIL)
+    candidate = Candidate(_LOGGING_MODEL.format(name="ModelNew", log=str(log)), "", "logs its input's address")
+    result = evaluate(problem_from_path(path), candidate, cpu_config(placement=placement))
+    assert result.outcome is Outcome.CORRECT, result.message
+    calls = [line.split() for line in log.read_text().splitlines()]
+    # Most calls are the timed ones (warm-up + repetitions): each side's most common input address is its timed one.
+    timed = {side: max(ptrs := [p for s, p in calls if s == side], key=ptrs.count) for side in ("Model", "ModelNew")}
+    if placement == "shared":
+        assert timed["Model"] == timed["ModelNew"]
+        assert result.extra["placement"] == "shared"
+    else:
+        assert timed["Model"] != timed["ModelNew"]
+        assert "placement" not in result.extra
+
+
+def test_a_before_hook_runs_ahead_of_every_call_and_outputs_are_freed_between_calls():
+    import weakref
+
+    import torch
+
+    from pytest_kernelbench.timing import Clocks, time_interleaved
+
+    events, alive_at_call, discarded = [], [], []
+    outputs = []
+
+    def make(name):
+        def fn():
+            events.append(("call", name))
+            alive_at_call.append(sum(ref() is not None for ref in outputs))
+            out = torch.ones(4)
+            outputs.append(weakref.ref(out))
+            return out
+        return fn
+
+    samples, last = time_interleaved(
+        Clocks(torch.device("cpu")), {"new": make("new"), "ref": make("ref")},
+        warmup=1, min_reps=3, max_reps=3, max_time=10.0, before=lambda name: events.append(("before", name)),
+        discard=lambda out: discarded.append(out.sum().item()) or out.fill_(float("nan")),
+    )
+    assert len(discarded) == len(events) // 2 - 1 and all(v == 4.0 for v in discarded)  # all but the last output
+    assert not torch.isnan(next(iter(last.values()))).any()
+    assert len(samples["new"]) == len(samples["ref"]) == 3
+    assert all(events[i][0] == "before" and events[i + 1] == ("call", events[i][1]) for i in range(0, len(events), 2))
+    assert alive_at_call[2:] == [0] * (len(alive_at_call) - 2)  # timed calls: no earlier output alive
+    assert list(last) == [events[-1][1]]  # only the last call's output is left
+
+
+def test_an_unknown_placement_is_a_usage_error_naming_the_choices():
+    from pytest_kernelbench.config import EvalConfig
+    from pytest_kernelbench.errors import KernelBenchUsageError
+
+    with pytest.raises(KernelBenchUsageError, match="choose separate or shared"):
+        cpu_config(placement="random")
+    with pytest.raises(KernelBenchUsageError, match="needs --kb-timer events"):
+        EvalConfig(device="cuda", timer="cuda-graph", placement="shared")
