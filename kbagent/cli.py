@@ -86,13 +86,17 @@ def table_command(reports: list[Path] = typer.Argument(..., help="JSON files wri
         typer.echo(report_table(data, results))
 
 
-def _reports(paths: list[Path]) -> list[tuple[Any, Any]]:
-    from pytest_kernelbench.report import load_report
-
+def _require_reports(paths: list[Path]) -> None:
     for path in paths:
         if not path.is_file():
             typer.echo(f"error: {path}: no such report (write one with pytest --kb-report PATH)", err=True)
             raise typer.Exit(2)
+
+
+def _reports(paths: list[Path]) -> list[tuple[Any, Any]]:
+    from pytest_kernelbench.report import load_report
+
+    _require_reports(paths)
     return [load_report(path) for path in paths]
 
 
@@ -123,7 +127,7 @@ def baseline_json_command(
     """Write baseline timings (eager; torch.compile from --mode compile runs) in KernelBench's JSON shape."""
     from pytest_kernelbench.baselines import BaselineError, write_baseline_files
 
-    _reports(reports)
+    _require_reports(reports)  # write_baseline_files reads them
     try:
         for path in write_baseline_files(reports, out_dir, label):
             typer.echo(str(path))
@@ -304,9 +308,9 @@ def _resume_inputs(problem_file: Path | None, out: Path | None, given: dict[str,
 
 
 def _eval_config(device: str, values: dict[str, Any]) -> Any:
-    from pytest_kernelbench.config import EvalConfig
+    from pytest_kernelbench.config import MACHINE_FOLDERS, EvalConfig
 
-    fields = {f.name for f in dataclasses.fields(EvalConfig)} - {"device", "lock_dir", "build_dir", "pch_dir"}
+    fields = {f.name for f in dataclasses.fields(EvalConfig)} - {"device", *MACHINE_FOLDERS}
     values = {k: v for k, v in values.items() if k in fields}
     if values.get("trials", 1) < 1:
         raise _BadInput("--trials must be at least 1")

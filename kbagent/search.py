@@ -688,7 +688,7 @@ def _config_record(problem: Problem, config: SearchConfig, eval_config: EvalConf
         },
         "search": config.public(),
         "llm": settings.public(),
-        "eval": {k: v for k, v in eval_config.to_dict().items() if k not in ("lock_dir", "build_dir", "pch_dir")},
+        "eval": eval_config.public(),
     }
 
 

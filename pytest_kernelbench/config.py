@@ -26,6 +26,10 @@ def default_lock_dir() -> Path:
     return Path(os.environ.get("KB_LOCK_DIR") or os.path.join(tempfile.gettempdir(), "pytest-kernelbench-locks"))
 
 
+# Paths on the machine that judges: left out of reports and saved run settings, never carried elsewhere.
+MACHINE_FOLDERS = ("lock_dir", "build_dir", "pch_dir")
+
+
 @dataclasses.dataclass
 class EvalConfig:
     device: str = "cpu"  # "cpu" or "cuda"
@@ -94,3 +98,7 @@ class EvalConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def public(self) -> dict[str, Any]:
+        """The settings without this machine's folders: what reports and run records keep."""
+        return {k: v for k, v in self.to_dict().items() if k not in MACHINE_FOLDERS}

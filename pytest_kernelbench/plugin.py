@@ -226,7 +226,7 @@ def _report_writer(config: pytest.Config, session: KernelBenchSession) -> Report
         "datasets": dataset_specs(config.getoption("kb_dataset")),
         "solutions": session.solutions,
         "min_speedup": session.min_speedup,
-        **{k: v for k, v in session.eval_config.to_dict().items() if k not in ("lock_dir", "build_dir", "pch_dir")},
+        **session.eval_config.public(),
     }
     return ReportWriter(config.getoption("kb_report"), options, environment(session.eval_config.device_label))
 

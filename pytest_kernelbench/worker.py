@@ -356,6 +356,8 @@ def _judge_on_device(spec: dict[str, Any], status: Status, found: dict[str, Any]
         run_new = functools.partial(new_model, *new_inputs)
         run_ref = functools.partial(ref_call, *(new_inputs if shared else ref_inputs))
         before = functools.partial(_refill_shared, torch, new_inputs, ref_inputs) if shared else None
+        # shared: the one output block must not hand the reference's answer over
+        discard = functools.partial(_scrub_if_writable, scrub) if shared else None
         timed = {"new": run_new, "ref": run_ref}
         if graph_timer:
             timed = _graphed_or_events(torch, clocks, timed, found)
@@ -370,12 +372,11 @@ def _judge_on_device(spec: dict[str, Any], status: Status, found: dict[str, Any]
                     max_time=float(cfg["max_time"]),
                     rel_err=float(cfg["rel_err"]),
                     before=before,
-                    # shared: the one output block must not hand the reference's answer over
-                    discard=functools.partial(_scrub_if_writable, scrub),
+                    discard=discard,
                 )
                 if shared:  # only the last call's output is left: one more call of each, candidate first
                     found["extra"]["placement"] = "shared"
-                    timing.discard_all(last, functools.partial(_scrub_if_writable, scrub))
+                    timing.discard_all(last, discard)
                     last.clear()
                     last["new"] = _call_after(before, "new", run_new)
                     last["ref"] = _call_after(before, "ref", run_ref)
