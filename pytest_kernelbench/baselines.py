@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -113,8 +114,9 @@ def write_baseline_files(report_paths: list[str | os.PathLike[str]], out_dir: st
 
 
 def _pid(file_name: str) -> int:
-    head = file_name.partition("_")[0]
-    return int(head) if head.isdigit() else 0
+    """Problem number of a KernelBench file name: ``19_ReLU.py`` and PIKE's ``metr-19_...py`` give 19."""
+    match = re.match(r"(?:[A-Za-z]+-)?(\d+)_", file_name)
+    return int(match.group(1)) if match else 0
 
 
 def compare_markdown(ours_path: str | os.PathLike[str], theirs_path: str | os.PathLike[str], top: int = 5) -> str:

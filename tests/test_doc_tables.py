@@ -71,6 +71,19 @@ def test_baseline_json_merges_new_runs_into_files_written_before(tmp_path):
     assert json.loads((out / f"X_{COMPILE_FILE}").read_text())["level1"]["20_LeakyReLU.py"]["mean"] == 2.0
 
 
+def test_baseline_json_orders_problems_by_number_whatever_the_input_order(tmp_path):
+    report = write_report(tmp_path / "m.json", "baseline", "eager", [
+        judged("L3-metr-50_ReLUSelfAttention", 50, "eager", [1.0], [1.0], level="3-metr"),
+        judged("L3-metr-9_ResNet18", 9, "eager", [1.0], [1.0], level="3-metr"),
+        judged("L1-100_HingeLoss", 100, "eager", [1.0], [1.0]),
+        judged("L1-19_ReLU", 19, "eager", [1.0], [1.0]),
+    ])
+    assert CliRunner().invoke(app, ["baseline-json", str(report), "--out-dir", str(tmp_path), "--label", "X"]).exit_code == 0
+    eager_json = json.loads((tmp_path / f"X_{EAGER_FILE}").read_text())
+    assert list(eager_json["level1"]) == ["19_ReLU.py", "100_HingeLoss.py"]
+    assert list(eager_json["level3-metr"]) == ["metr-9_ResNet18.py", "metr-50_ReLUSelfAttention.py"]
+
+
 def test_baseline_json_refuses_a_report_named_like_a_baseline_file(tmp_path):
     report = write_report(tmp_path / f"run_{EAGER_FILE}", "baseline", "eager", [judged("L1-19_ReLU", 19, "eager", [4.0], [4.0])])
     result = CliRunner().invoke(app, ["baseline-json", str(report), "--out-dir", str(tmp_path)])
