@@ -69,7 +69,7 @@ def main() -> int:
     parser.add_argument("-n", "--workers", type=int, default=8)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--trials", type=int, default=1, help="correctness trials per item (timing is what is measured here)")
-    parser.add_argument("--placement", choices=("separate", "shared"), default="separate",
+    parser.add_argument("--placement", choices=("separate", "shared"), default="shared",
                         help="--kb-placement of the runs: each side its own inputs, or one input buffer and output block")
     parser.add_argument("--skip-do-bench", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="use run1.json/run2.json already in --workdir")

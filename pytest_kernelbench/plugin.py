@@ -85,9 +85,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--kb-placement",
         dest="kb_placement",
         choices=("separate", "shared"),
-        default="separate",
-        help="timed calls' memory: each side its own inputs (default), or both sides one input buffer refilled "
-        "before every call and one output block (the same placement for reference and candidate)",
+        default=None,
+        help="timed calls' memory: both sides one input buffer refilled before every call and one output block, "
+        "so reference and candidate get the same placement (default with --kb-timer events), or each side its "
+        "own inputs (default with --kb-timer cuda-graph)",
     )
     group.addoption("--kb-seed", dest="kb_seed", type=int, default=42, help="base random seed (default 42)")
     group.addoption(
@@ -194,7 +195,7 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
         strict=config.getoption("kb_strict"),
         inputs_on=config.getoption("kb_inputs_on"),
         timer=config.getoption("kb_timer"),
-        placement=config.getoption("kb_placement"),
+        placement=config.getoption("kb_placement") or "",
         max_memory_gb=config.getoption("kb_max_memory"),
         lock_dir=config.getoption("kb_lock_dir") or "",
         build_dir=config.getoption("kb_build_cache") or "",

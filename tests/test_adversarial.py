@@ -17,7 +17,7 @@ INCORRECT, REJECTED = Outcome.INCORRECT, Outcome.REJECTED
 CASES = {
     # name: (outcome, words the message must contain)
     "memoised_by_shape": (INCORRECT, "trial 2/3"),
-    "right_only_first_calls": (INCORRECT, "last timed call is wrong"),
+    "right_only_first_calls": (INCORRECT, "a call made like the timed ones, after them, is wrong"),
     "memoised_by_identity": (INCORRECT, "refilled in place with new values"),
     "modifies_input": (REJECTED, "modified input 0 in place"),
     "scans_memory_for_answers": (INCORRECT, "values outside atol"),
@@ -50,6 +50,11 @@ def test_cheat_is_refused(name):
     assert result.outcome is outcome, f"{name}: {result.outcome} {result.message[:500]}"
     assert says in result.message
     assert result.speedup is None
+
+
+def test_with_separate_placement_the_last_timed_call_itself_is_checked():
+    result = judge("right_only_first_calls", placement="separate")
+    assert result.outcome is INCORRECT and "the output of the last timed call is wrong" in result.message
 
 
 @pytest.mark.parametrize("name", STRICT_ONLY)

@@ -269,6 +269,15 @@ def test_a_before_hook_runs_ahead_of_every_call_and_outputs_are_freed_between_ca
     assert list(last) == [events[-1][1]]  # only the last call's output is left
 
 
+def test_placement_defaults_to_shared_except_under_the_graph_timer():
+    from pytest_kernelbench.config import EvalConfig
+
+    assert EvalConfig(device="cpu").placement == "shared"
+    assert EvalConfig(device="cuda").placement == "shared"
+    assert EvalConfig(device="cuda", timer="cuda-graph").placement == "separate"
+    assert EvalConfig(device="cpu", placement="separate").placement == "separate"
+
+
 def test_an_unknown_placement_is_a_usage_error_naming_the_choices():
     from pytest_kernelbench.config import EvalConfig
     from pytest_kernelbench.errors import KernelBenchUsageError
