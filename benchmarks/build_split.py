@@ -149,7 +149,7 @@ def main() -> None:
 
     if args.cuda_home:
         cpp_extension.CUDA_HOME = args.cuda_home
-    from pytest_kernelbench.pch import compiler_wrapper
+    from pytest_kernelbench.build.pch import compiler_wrapper
 
     scratch = Path(tempfile.mkdtemp(prefix="kb-build-split-"))
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"), "torch": torch.__version__,

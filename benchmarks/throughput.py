@@ -38,10 +38,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from pytest_kernelbench.build.pool import Prebuilder  # noqa: E402
 from pytest_kernelbench.candidates import Candidate  # noqa: E402
 from pytest_kernelbench.config import EvalConfig  # noqa: E402
-from pytest_kernelbench.evaluate import evaluate  # noqa: E402
-from pytest_kernelbench.prebuild import Prebuilder  # noqa: E402
+from pytest_kernelbench.judge.controller import evaluate  # noqa: E402
 from pytest_kernelbench.problems import problem_from_path  # noqa: E402
 
 PROBLEM = REPO / "problems" / "mini" / "1_LeakyReluScale.py"

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import json
 import sys
 import time
+import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,40 +23,68 @@ def main() -> None:
     """KernelBench agent tools."""
 
 
+def _choice(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value not in choices:
+            raise typer.BadParameter(f"{value!r}: choose {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def judge_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a typer command every judge option of ``pytest_kernelbench.config.JUDGE_OPTIONS`` (the table the
+    pytest plugin reads too); the command receives the ones given as ``judge: dict``."""
+    from pytest_kernelbench.config import JUDGE_OPTIONS
+
+    extra = []
+    for opt in JUDGE_OPTIONS:
+        if opt.kind is bool:
+            info = typer.Option(None, f"{opt.flag}/--no-{opt.flag[2:]}", help=opt.help_text(), show_default=False)
+        elif opt.choices:
+            info = typer.Option(None, opt.flag, help=opt.help_text(), show_default=False, parser=_choice(opt.choices),
+                                metavar="|".join(opt.choices))
+        else:
+            info = typer.Option(None, opt.flag, help=opt.help_text(), show_default=False)
+        extra.append(inspect.Parameter(f"kb_{opt.field}", inspect.Parameter.KEYWORD_ONLY, default=info, annotation=opt.kind | None))
+    signature = inspect.signature(command)
+    own = [param for name, param in signature.parameters.items() if name != "judge"]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        given = {k[3:]: kwargs.pop(k) for k in list(kwargs) if k.startswith("kb_")}
+        return command(**kwargs, judge={k: v for k, v in given.items() if v is not None})
+
+    wrapper.__signature__ = signature.replace(parameters=own + extra)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {k: v for k, v in typing.get_type_hints(command).items() if k != "judge"}
+    wrapper.__annotations__.update({p.name: p.annotation for p in extra})
+    return wrapper
+
+
 @app.command("eval")
+@judge_options
 def eval_command(
     problem_file: Path = typer.Argument(..., help="KernelBench-format problem (defines Model, get_inputs, get_init_inputs)"),
     solution_file: Path = typer.Argument(..., help="candidate that defines ModelNew"),
-    device: str | None = typer.Option(None, help="cpu or cuda (default: cuda if available)"),
-    timeout: float = typer.Option(300.0, help="wall-clock seconds for the whole evaluation"),
-    mode: str = typer.Option("eager", help="reference as 'eager' or 'compile' (torch.compile)"),
-    atol: float = typer.Option(1e-2, help="absolute tolerance"),
-    rtol: float = typer.Option(1e-2, help="relative tolerance"),
-    trials: int = typer.Option(5, help="correctness trials with fresh seeded inputs"),
-    seed: int = typer.Option(42, help="base random seed"),
-    strict: bool = typer.Option(False, "--strict", help="reject candidates whose forward runs PyTorch compute ops"),
     as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object on stdout"),
+    judge: dict[str, Any] | None = None,
 ) -> None:
     """Judge one candidate against one problem. Exit code: 0 correct, 1 judged but not correct, 2 bad input."""
     from pytest_kernelbench.candidates import load_candidate_file
-    from pytest_kernelbench.config import EvalConfig
     from pytest_kernelbench.errors import KernelBenchUsageError
-    from pytest_kernelbench.evaluate import evaluate
+    from pytest_kernelbench.judge.controller import evaluate
     from pytest_kernelbench.problems import problem_from_path
 
+    values = dict(judge or {})
     try:
-        if device not in (None, "cpu", "cuda"):
-            raise KernelBenchUsageError(f"--device {device}: choose cpu or cuda")
-        if mode not in ("eager", "compile"):
-            raise KernelBenchUsageError(f"--mode {mode}: choose eager or compile")
         if not solution_file.is_file():
             raise KernelBenchUsageError(f"{solution_file}: no such solution file")
         problem = problem_from_path(problem_file)
-        device = _pick_device(device)
-    except KernelBenchUsageError as exc:
+        device = _pick_device(values.pop("device", None))
+        config = _eval_config(device, values)
+    except (KernelBenchUsageError, _BadInput) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    config = EvalConfig(device=device, timeout=timeout, mode=mode, atol=atol, rtol=rtol, trials=trials, seed=seed, strict=strict)
     result = evaluate(problem, load_candidate_file(solution_file), config)
     if as_json:
         typer.echo(json.dumps(result.to_dict()))
@@ -66,7 +98,8 @@ def eval_command(
                 f"candidate {result.new_ms:.4g} ms, reward {result.reward:+.3f}) on {result.device_name or device}"
             )
         else:
-            console.print(f"[red]{result.outcome.value}[/] {problem.name} (stage {result.stage}, reward {result.reward:+.0f})")
+            reward = "no reward: the judge's own failure" if result.reward is None else f"reward {result.reward:+.0f}"
+            console.print(f"[red]{result.outcome.value}[/] {problem.name} (stage {result.stage}, {reward})")
             console.print(result.message, markup=False, highlight=False)
     raise typer.Exit(0 if result.correct else 1)
 
@@ -74,8 +107,8 @@ def eval_command(
 @app.command("table")
 def table_command(reports: list[Path] = typer.Argument(..., help="JSON files written by --kb-report")) -> None:
     """Print a Markdown table per report (for docs): timings, speedups, fast_p, geomean."""
-    from pytest_kernelbench.markdown import report_table
-    from pytest_kernelbench.report import load_report
+    from pytest_kernelbench.report.markdown import report_table
+    from pytest_kernelbench.report.writer import load_report
 
     for path in reports:
         if not path.is_file():
@@ -94,7 +127,7 @@ def _require_reports(paths: list[Path]) -> None:
 
 
 def _reports(paths: list[Path]) -> list[tuple[Any, Any]]:
-    from pytest_kernelbench.report import load_report
+    from pytest_kernelbench.report.writer import load_report
 
     _require_reports(paths)
     return [load_report(path) for path in paths]
@@ -109,7 +142,7 @@ def solutions_table_command(
     ),
 ) -> None:
     """Markdown tables (one per level) of eager, torch.compile and our times, for docs/solutions.md."""
-    from pytest_kernelbench.markdown import solutions_tables
+    from pytest_kernelbench.report.markdown import solutions_tables
 
     def committed(result: Any) -> bool:
         return not result.candidate_path or Path(result.candidate_path).is_file()
@@ -125,7 +158,7 @@ def baseline_json_command(
     label: str = typer.Option("ours", "--label", help="file name prefix, e.g. H100_ours"),
 ) -> None:
     """Write baseline timings (eager; torch.compile from --mode compile runs) in KernelBench's JSON shape."""
-    from pytest_kernelbench.baselines import BaselineError, write_baseline_files
+    from pytest_kernelbench.report.baselines import BaselineError, write_baseline_files
 
     _require_reports(reports)  # write_baseline_files reads them
     try:
@@ -142,7 +175,7 @@ def baseline_compare_command(
     theirs: Path = typer.Argument(..., help="KernelBench's JSON of the same mode, e.g. timing/H100_Modal__baseline_time_torch.json"),
 ) -> None:
     """Markdown table: per level, how far our baseline times are from KernelBench's."""
-    from pytest_kernelbench.baselines import compare_markdown
+    from pytest_kernelbench.report.baselines import compare_markdown
 
     for path in (ours, theirs):
         if not path.is_file():
@@ -163,6 +196,7 @@ def _default_out(level: str) -> Path:
 
 
 @app.command("search")
+@judge_options
 def search_command(
     problem_file: Path | None = typer.Argument(
         None, help="KernelBench-format problem (Model, get_inputs, get_init_inputs); not needed with --resume"
@@ -188,46 +222,37 @@ def search_command(
     elitism: bool | None = typer.Option(None, "--elitism/--no-elitism", help="keep the best-ever candidate as a parent (default: on)"),
     language: str | None = typer.Option(None, help="cuda, triton or cpp (default: cuda on GPU, cpp on CPU)"),
     eval_jobs: int | None = typer.Option(None, help="evaluations at once (default: half the cores, at most 8)"),
-    seed: int | None = typer.Option(None, help="seed of parent selection (default: 0)"),
+    search_seed: int | None = typer.Option(None, help="seed of parent selection (default: 0); --seed is the judge's"),
     out: Path | None = typer.Option(None, help="run folder (default: runs/<timestamp>-<level>)"),
     resume: bool = typer.Option(False, "--resume", help="continue the run in --out: finished LLM calls and evaluations are not redone"),
     as_json: bool = typer.Option(False, "--json", help="print exactly one JSON object (the summary) on stdout"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress lines on stderr"),
-    device: str | None = typer.Option(None, help="cpu or cuda (default: cuda if available)"),
-    timeout: float | None = typer.Option(None, help="wall-clock seconds per evaluation (default: 300)"),
-    mode: str | None = typer.Option(None, help="reference as 'eager' or 'compile' (torch.compile) (default: eager)"),
-    atol: float | None = typer.Option(None, help="absolute tolerance (default: 1e-2)"),
-    rtol: float | None = typer.Option(None, help="relative tolerance (default: 1e-2)"),
-    trials: int | None = typer.Option(None, help="correctness trials with fresh seeded inputs (default: 5)"),
-    eval_seed: int | None = typer.Option(None, help="base random seed of the judge (default: 42)"),
-    strict: bool | None = typer.Option(None, "--strict/--no-strict", help="reject candidates whose forward runs PyTorch compute ops"),
+    judge: dict[str, Any] | None = None,
 ) -> None:
     """Agent search for one problem: brainstorm, write, fix and improve candidates, judge each one.
     Exit code: 0 a correct candidate was found (dry run: a candidate), 1 none, 2 bad input."""
     from kbagent.search import make_search_llm, run_search_sync
+    from pytest_kernelbench.config import MACHINE_FOLDERS
     from pytest_kernelbench.errors import KernelBenchUsageError
 
     search_given = {
         "model": model, "num_samples": num_samples, "num_phases": num_phases, "max_fix_attempts": max_fix_attempts,
         "num_workers": num_workers, "dry_run": dry_run, "query_budget": query_budget, "max_cost_usd": max_cost,
         "temperature": temperature, "max_tokens": max_tokens, "api_base": api_base, "strategy": strategy,
-        "num_parents": num_parents, "elitism": elitism, "language": language, "eval_jobs": eval_jobs, "seed": seed,
+        "num_parents": num_parents, "elitism": elitism, "language": language, "eval_jobs": eval_jobs, "seed": search_seed,
     }  # fmt: skip
     search_given = {k: v for k, v in search_given.items() if v is not None}
-    eval_given = {"timeout": timeout, "mode": mode, "atol": atol, "rtol": rtol, "trials": trials, "seed": eval_seed, "strict": strict}
-    eval_given = {k: v for k, v in eval_given.items() if v is not None}
+    eval_given = dict(judge or {})
+    device = eval_given.pop("device", None)
     try:
-        if device not in (None, "cpu", "cuda"):
-            raise _BadInput(f"--device {device}: choose cpu or cuda")
-        if mode not in (None, "eager", "compile"):
-            raise _BadInput(f"--mode {mode}: choose eager or compile")
         if resume:
             problem, config, eval_saved, out = _resume_inputs(problem_file, out, search_given)
         else:
             problem, config, eval_saved, out = _fresh_inputs(problem_file, out, search_given)
         config.api_key = api_key or None
         dataclasses.replace(config, dry_run=True).validated("cpu")  # all but the language's device: before importing torch
-        eval_values = {**eval_saved, **eval_given}
+        saved = {k: v for k, v in eval_saved.items() if k not in MACHINE_FOLDERS}  # this machine's folders, not the saved run's
+        eval_values = {**saved, **eval_given}
         device = _pick_device(device or eval_values.pop("device", None))
         eval_values.pop("device", None)
         eval_config = _eval_config(device, eval_values)
@@ -308,15 +333,22 @@ def _resume_inputs(problem_file: Path | None, out: Path | None, given: dict[str,
 
 
 def _eval_config(device: str, values: dict[str, Any]) -> Any:
-    from pytest_kernelbench.config import MACHINE_FOLDERS, EvalConfig
+    from pytest_kernelbench.config import EvalConfig
 
-    fields = {f.name for f in dataclasses.fields(EvalConfig)} - {"device", *MACHINE_FOLDERS}
+    fields = {f.name for f in dataclasses.fields(EvalConfig)} - {"device"}
     values = {k: v for k, v in values.items() if k in fields}
     if values.get("trials", 1) < 1:
         raise _BadInput("--trials must be at least 1")
     if values.get("timeout", 1) <= 0:
         raise _BadInput("--timeout must be a positive number of seconds")
-    return EvalConfig(device=device, **values)
+    config = EvalConfig(device=device, **values)
+    from pytest_kernelbench.judge.sandbox import SandboxUnavailable, resolve
+
+    try:
+        resolve(config.sandbox)
+    except SandboxUnavailable as exc:
+        raise _BadInput(str(exc)) from None
+    return config
 
 
 @app.command("report")

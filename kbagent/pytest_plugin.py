@@ -92,7 +92,7 @@ def default_out(levels: list[str]) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     if not _enabled(config):
         return
-    from pytest_kernelbench.plugin import session_key
+    from pytest_kernelbench.plugin.session import session_key
 
     session = config.stash.get(session_key, None)
     if session is None:

@@ -33,7 +33,7 @@ from kbagent.llm import LLM, LLMReply, LLMSettings, Messages, make_llm, one_line
 from kbagent.runfolder import RunFolder
 from pytest_kernelbench.candidates import Candidate
 from pytest_kernelbench.config import EvalConfig
-from pytest_kernelbench.evaluate import evaluate
+from pytest_kernelbench.judge.controller import evaluate
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import Problem
 from pytest_kernelbench.result import EvalResult
@@ -493,7 +493,7 @@ class _Search:
         ops: dict[str, int] = {}
         if r is not None and isinstance(r.extra.get("aten_ops"), dict):
             try:
-                from pytest_kernelbench.optrace import compute_ops
+                from pytest_kernelbench.judge.policy import compute_ops
 
                 ops = compute_ops(r.extra["aten_ops"])
             except ImportError:  # no torch in this process: show them all

@@ -35,12 +35,12 @@ class EvalConfig:
     device: str = "cpu"  # "cpu" or "cuda"
     device_index: int = 0
     timeout: float = 300.0  # wall-clock seconds charged to the candidate: compile, init, run, compare, time
-    setup_timeout: float = 900.0  # seconds for the harness's own setup: importing torch, building the reference
+    setup_timeout: float = 900.0  # seconds for the harness's own setup (importing torch, building the reference), and per reference call
     mode: str = "eager"  # how the reference runs: "eager" or "compile" (torch.compile)
     atol: float = 1e-2
     rtol: float = 1e-2
-    trials: int = 5  # correctness trials, each with fresh seeded inputs
-    seed: int = 42
+    trials: int = 5  # correctness trials, each on fresh inputs
+    seed: int = 42  # the models' weights (torch.manual_seed before each builds); inputs come from fresh OS entropy every call
     warmup: int = 3
     min_reps: int = 0  # 0: device default (GPU 30, CPU 10)
     max_reps: int = 0  # 0: device default (GPU 300, CPU 50)
@@ -55,23 +55,18 @@ class EvalConfig:
     lock_timeout: float = 3600.0  # seconds to wait for the device lock before giving up
     build_dir: str = ""  # build cache: one TORCH_EXTENSIONS_DIR per candidate key inside (see buildcache.py)
     pch_dir: str = ""  # shared precompiled torch/extension.h for load_inline binding files (see pch.py); "off": none
-    max_memory_gb: float = 0.0  # host memory per candidate: an address-space rlimit on CPU, an RSS watch on CUDA; 0 = none
+    max_memory_gb: float = 0.0  # host memory of the candidate's processes (resident, less the shared buffers); 0 = none
     log_chars: int = 10_000  # how much of a failing candidate's log a result keeps
-    # how a worker process starts: "forkserver" (forked from a server that imported torch once:
+    # how a supervisor process starts: "forkserver" (forked from a server that imported torch once:
     # saves ~2 s per candidate; Linux) or "spawn" (a fresh interpreter each time)
     worker_start: str = ""
-    # how each repetition is timed on the GPU: "events" (CUDA events around one call) or
-    # "cuda-graph" (each function captured once in a CUDA graph, events around one replay: no
-    # host launch cost; falls back to events, saying why, when a capture fails)
+    # how each call is timed on the GPU: "events" (CUDA events around one call) or "cuda-graph" (each
+    # side's call captured once in a CUDA graph, events around one replay: no host launch cost; falls
+    # back to events for both sides, saying why, when either capture fails)
     timer: str = "events"
-    # where each timed call's inputs and output live: "separate" (each side its own input copy; every
-    # call reuses its side's output block) or "shared" (both sides read one input buffer, refilled from
-    # a pristine copy before every call, and every call gets the same output block: reference and
-    # candidate see the same memory placement). "" (the default): shared with the events timer,
-    # separate with the CUDA-graph timer (a graph owns its buffers). On the H100, separate left
-    # L1-33_BatchNorm judged against itself at 0.93 (where each side's memory sat); shared kept all
-    # 100 level-1 problems within +-2% (docs/timing-fidelity.md).
-    placement: str = ""
+    # the candidate's runner: "auto" (a bubblewrap sandbox when one can be started, else a plain
+    # process, said once), "required" (no sandbox is an error), "off" (a plain process)
+    sandbox: str = "auto"
 
     def __post_init__(self) -> None:
         gpu = self.device == "cuda"
@@ -86,13 +81,10 @@ class EvalConfig:
                 f"worker start must be 'forkserver' or 'spawn', not {self.worker_start!r} (KB_WORKER_START)")
         if self.timer not in ("events", "cuda-graph"):
             raise KernelBenchUsageError(f"--kb-timer {self.timer}: choose events or cuda-graph")
-        self.placement = self.placement or ("separate" if self.timer == "cuda-graph" else "shared")
-        if self.placement not in ("separate", "shared"):
-            raise KernelBenchUsageError(f"--kb-placement {self.placement}: choose separate or shared")
-        if self.placement == "shared" and self.timer == "cuda-graph":
-            raise KernelBenchUsageError("--kb-placement shared needs --kb-timer events (a CUDA graph keeps its own buffers)")
         if self.timer == "cuda-graph" and self.device != "cuda":
             raise KernelBenchUsageError("--kb-timer cuda-graph needs --device cuda (CPU timing has no graphs)")
+        if self.sandbox not in ("auto", "required", "off"):
+            raise KernelBenchUsageError(f"--kb-sandbox {self.sandbox}: choose auto, required or off")
         self.build_dir = self.build_dir or os.environ.get("KB_BUILD_CACHE") or str(default_cache_dir() / "builds")
         self.pch_dir = self.pch_dir or os.environ.get("KB_PCH_DIR") or str(default_cache_dir() / "pch")
 
@@ -106,3 +98,83 @@ class EvalConfig:
     def public(self) -> dict[str, Any]:
         """The settings without this machine's folders: what reports and run records keep."""
         return {k: v for k, v in self.to_dict().items() if k not in MACHINE_FOLDERS}
+
+
+# ---------------------------------------------------------------- the judge's options, written once
+
+
+@dataclasses.dataclass(frozen=True)
+class JudgeOption:
+    """One command-line option of an :class:`EvalConfig` field, for pytest and for ``kbagent``.
+
+    Its default is the dataclass field's, shown in the help; both front ends take ``None`` (not
+    given) as "use the default".
+    """
+
+    field: str
+    flag: str  # kbagent's spelling
+    help: str
+    pytest_flags: tuple[str, ...] = ()  # pytest's spellings, where pytest or a plugin owns the plain one
+    choices: tuple[str, ...] = ()
+    env: str = ""  # the environment variable that also sets it
+
+    @property
+    def kind(self) -> type:
+        default = _FIELD_DEFAULTS[self.field]
+        return type(default)
+
+    def help_text(self) -> str:
+        default = _FIELD_DEFAULTS[self.field]
+        shown = {"device": "cuda if visible", "lock_dir": "a folder in the temp dir", "build_dir": "the user cache folder",
+                 "pch_dir": "beside the build cache"}.get(self.field, default)  # fmt: skip
+        env = f"; env {self.env}" if self.env else ""
+        return f"{self.help} (default: {shown}{env})" if not isinstance(default, bool) else self.help
+
+
+JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
+    JudgeOption("device", "--device", "where to judge", choices=("cpu", "cuda")),
+    JudgeOption("timeout", "--timeout", "wall-clock seconds charged to the candidate (compile, init, run, compare, time)",
+                pytest_flags=("--timeout", "--kb-timeout")),
+    JudgeOption("mode", "--mode", "how the reference runs: eager, or compile (torch.compile: the baseline to beat)",
+                choices=("eager", "compile")),
+    JudgeOption("atol", "--atol", "absolute tolerance"),
+    JudgeOption("rtol", "--rtol", "relative tolerance"),
+    JudgeOption("trials", "--trials", "correctness trials, each on fresh inputs"),
+    JudgeOption("seed", "--seed", "seed of the models' weights (every call's inputs come from fresh OS entropy)",
+                pytest_flags=("--kb-seed",)),
+    JudgeOption("strict", "--strict", "reject candidates whose forward runs PyTorch compute ops", pytest_flags=("--kb-strict",)),
+    JudgeOption("inputs_on", "--inputs-on", "make get_inputs() tensors on the judged device, or on the host as KernelBench does",
+                choices=("device", "host")),
+    JudgeOption("timer", "--timer", "GPU timing: CUDA events around each call, or around one CUDA-graph replay",
+                pytest_flags=("--kb-timer",), choices=("events", "cuda-graph")),
+    JudgeOption("sandbox", "--sandbox", "the candidate's runner: in a bubblewrap sandbox if one starts (auto), "
+                "always (required: an error without one), or never (off)", pytest_flags=("--kb-sandbox",),
+                choices=("auto", "required", "off")),
+    JudgeOption("max_memory_gb", "--max-memory", "host memory of the candidate's processes in GB (0: no limit)",
+                pytest_flags=("--kb-max-memory",)),
+    JudgeOption("lock_dir", "--lock-dir", "folder of the per-device locks", pytest_flags=("--kb-lock-dir",), env="KB_LOCK_DIR"),
+    JudgeOption("build_dir", "--build-cache", "folder of cached extension builds, one per candidate hash", env="KB_BUILD_CACHE"),
+    JudgeOption("pch_dir", "--build-pch", "folder of shared precompiled torch/extension.h headers, or off", env="KB_PCH_DIR"),
+)
+_FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(EvalConfig)}
+_FIELD_DEFAULTS["device"] = ""
+
+
+def add_judge_options(addoption: Any, *, pytest: bool, leave_out: frozenset[str] = frozenset()) -> None:
+    """Declare every judge option through ``addoption`` (pytest's group or argparse), dest ``kb_<field>``."""
+    for opt in JUDGE_OPTIONS:
+        flags = [f for f in ((opt.pytest_flags or (opt.flag,)) if pytest else (opt.flag,)) if f not in leave_out]
+        kwargs: dict[str, Any] = {"dest": f"kb_{opt.field}", "default": None, "help": opt.help_text()}
+        if opt.kind is bool:
+            kwargs["action"] = "store_true"
+        else:
+            kwargs["type"] = opt.kind
+            if opt.choices:
+                kwargs["choices"] = opt.choices
+        addoption(*flags, **kwargs)
+
+
+def judge_values(get: Any) -> dict[str, Any]:
+    """The judge options that were given: ``get(dest)`` for each, ``None``/``False`` left out."""
+    values = {opt.field: get(f"kb_{opt.field}") for opt in JUDGE_OPTIONS}
+    return {k: v for k, v in values.items() if v is not None and v is not False}

@@ -2,8 +2,13 @@
 
 Rewards follow the KernelBench RL environments: ``speedup - 1`` when correct,
 then -2 incorrect, -3 runtime error, -4 init error, -5 compile error,
--6 unknown error, -7 timeout. A rejected candidate (tampering, or a policy such as
-``--strict``) earns the same as an incorrect one: it produced no trustworthy answer.
+-6 unknown error, -7 timeout. A rejected candidate (a speedup its own timings claim and the
+judge's clock does not support, an input modified in place, or a policy such as ``--strict``)
+earns the same as an incorrect one: it produced no trustworthy answer.
+
+``harness_error`` is the judge's own failure (a broken problem, a reference that does not run,
+a device lock that never came, a sandbox that would not start): no verdict on the candidate, so
+no reward (``None``); a trainer should drop the sample or retry it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ class Outcome(str, enum.Enum):
     TIMEOUT = "timeout"
     REJECTED = "rejected"
     UNKNOWN_ERROR = "unknown_error"
+    HARNESS_ERROR = "harness_error"
 
     def __str__(self) -> str:  # plain value in f-strings and reports
         return self.value
@@ -35,22 +41,23 @@ _PENALTY = {
     Outcome.TIMEOUT: -7.0,
 }
 
-# The stage a worker was in decides what a crash there means.
+# What a supervisor that died in a stage without writing a result means for that stage.
 STAGE_FAILURE = {
-    "start": Outcome.UNKNOWN_ERROR,
-    "reference": Outcome.UNKNOWN_ERROR,
-    "inputs": Outcome.UNKNOWN_ERROR,
+    "start": Outcome.HARNESS_ERROR,
+    "reference": Outcome.HARNESS_ERROR,
+    "wait_lock": Outcome.HARNESS_ERROR,
+    "recheck": Outcome.HARNESS_ERROR,
     "compile": Outcome.COMPILE_ERROR,
     "init": Outcome.INIT_ERROR,
     "run": Outcome.RUNTIME_ERROR,
     "compare": Outcome.RUNTIME_ERROR,
-    "wait_lock": Outcome.UNKNOWN_ERROR,
+    "trace": Outcome.RUNTIME_ERROR,
     "time": Outcome.RUNTIME_ERROR,
-    "done": Outcome.UNKNOWN_ERROR,
+    "done": Outcome.HARNESS_ERROR,
 }
 
 
-def reward(outcome: Outcome, speedup: float | None) -> float:
+def reward(outcome: Outcome, speedup: float | None) -> float | None:
     if outcome is Outcome.CORRECT:
         return (speedup if speedup is not None else 1.0) - 1.0
-    return _PENALTY[outcome]
+    return _PENALTY.get(outcome)

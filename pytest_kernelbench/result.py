@@ -78,7 +78,7 @@ class EvalResult:
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
-    def reward(self) -> float:
+    def reward(self) -> float | None:
         return reward(self.outcome, self.speedup)
 
     @property

@@ -30,3 +30,17 @@ def cpu_config(**overrides) -> EvalConfig:
     settings = {"device": "cpu", "timeout": 60.0, "trials": 3, "max_time": 0.2}
     settings.update(overrides)
     return EvalConfig(**settings)
+
+
+CORPUS_KEYS = ("judge", "says", "speedup-below", "strict", "problem", "check")
+
+
+def corpus_headers(path: Path) -> dict[str, str]:
+    """The ``# key: value`` lines at the top of a red-team file (tests/adversarial*/): what the judge must conclude."""
+    found = {}
+    for line in path.read_text().splitlines()[:40]:
+        if line.startswith("# ") and ":" in line:
+            key, _, value = line[2:].partition(":")
+            if key in CORPUS_KEYS:
+                found[key] = value.strip()
+    return found

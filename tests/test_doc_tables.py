@@ -7,9 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kbagent.cli import app
-from pytest_kernelbench.baselines import COMPILE_FILE, EAGER_FILE, compare_markdown
 from pytest_kernelbench.outcome import Outcome
-from pytest_kernelbench.report import ReportWriter
+from pytest_kernelbench.report.baselines import COMPILE_FILE, EAGER_FILE, compare_markdown
+from pytest_kernelbench.report.writer import ReportWriter
 from pytest_kernelbench.result import EvalResult, TimingStats
 
 

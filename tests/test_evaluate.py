@@ -8,7 +8,7 @@ import pytest
 
 from helpers import broken, cpu_config, tiny_problem
 from pytest_kernelbench.candidates import baseline_candidate
-from pytest_kernelbench.evaluate import evaluate
+from pytest_kernelbench.judge.controller import evaluate
 from pytest_kernelbench.outcome import Outcome
 
 

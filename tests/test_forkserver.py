@@ -1,4 +1,4 @@
-"""Workers forked from a server that imported torch once: as isolated as a fresh interpreter, faster to start."""
+"""Supervisors forked from a server that imported torch once: as isolated as a fresh interpreter, faster to start."""
 
 import os
 import signal
@@ -7,11 +7,11 @@ import time
 import pytest
 
 from helpers import broken, cpu_config, tiny_problem
-from pytest_kernelbench import forkserver
 from pytest_kernelbench.candidates import Candidate
 from pytest_kernelbench.config import EvalConfig
 from pytest_kernelbench.errors import KernelBenchUsageError
-from pytest_kernelbench.evaluate import evaluate, worker_env
+from pytest_kernelbench.judge import forkserver
+from pytest_kernelbench.judge.controller import evaluate, supervisor_env
 from pytest_kernelbench.outcome import Outcome
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the fork server needs os.fork")
@@ -19,9 +19,9 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the fork server
 # Imported by the first candidate: patches torch and the harness, leaves a global behind.
 POISON = '''
 import torch
-import pytest_kernelbench.timing as timing
+import pytest_kernelbench.judge.stats as stats
 torch.add = lambda *a, **k: 0
-timing.median_rel_err = lambda samples: 0.0
+stats.median_rel_err = lambda samples: 0.0
 import builtins
 builtins.KB_LEFT_BEHIND = "answer"
 raise SystemExit(3)
@@ -31,10 +31,10 @@ raise SystemExit(3)
 CHECKS = '''
 import builtins
 import torch
-import pytest_kernelbench.timing as timing
+import pytest_kernelbench.judge.stats as stats
 assert not hasattr(builtins, "KB_LEFT_BEHIND"), "a global from the previous candidate"
 assert torch.add(torch.ones(1), 1).item() == 2.0, "torch.add patched by the previous candidate"
-assert timing.median_rel_err([1.0, 1.0]) == float("inf"), "harness patched by the previous candidate"
+assert stats.median_rel_err([1.0, 1.0]) == float("inf"), "harness patched by the previous candidate"
 '''
 
 
@@ -43,7 +43,7 @@ def _candidate(source: str, name: str) -> Candidate:
 
 
 def _server(config: EvalConfig) -> forkserver.ForkServer:
-    return forkserver.server_for(worker_env(config))
+    return forkserver.server_for(supervisor_env(config))
 
 
 def test_a_candidate_cannot_reach_the_next_one_through_the_server():
@@ -64,7 +64,7 @@ def test_crashes_are_results_either_way(worker_start):
     crashed = evaluate(tiny_problem(), broken("segfault"), config)
     assert crashed.outcome is Outcome.RUNTIME_ERROR and "SIGSEGV" in crashed.message
     exited = evaluate(tiny_problem(), broken("unknown_error"), config)
-    assert exited.outcome is Outcome.UNKNOWN_ERROR and "exited with code 0" in exited.message
+    assert exited.outcome is Outcome.RUNTIME_ERROR and "exited with code 0" in exited.message
     fine = evaluate(tiny_problem(), broken("correct"), config)
     assert fine.outcome is Outcome.CORRECT, fine.message
     if worker_start == "spawn":
@@ -91,7 +91,7 @@ def test_a_killed_server_is_replaced_and_its_running_worker_still_gets_a_result(
     time.sleep(3)  # the hanging candidate is running now
     os.kill(replacement.pid, signal.SIGKILL)
     runner.join(timeout=20)
-    assert not runner.is_alive(), "the evaluation waited on a worker whose server was killed"
+    assert not runner.is_alive(), "the evaluation waited on a supervisor whose server was killed"
     assert box["r"].outcome is not Outcome.CORRECT and "SIGKILL" in box["r"].message
 
 
@@ -99,12 +99,12 @@ PARENT = """
 import sys, threading, time
 sys.path[:0] = {paths!r}
 from helpers import broken, cpu_config, tiny_problem
-from pytest_kernelbench import forkserver
-from pytest_kernelbench.evaluate import evaluate, worker_env
+from pytest_kernelbench.judge import forkserver
+from pytest_kernelbench.judge.controller import evaluate, supervisor_env
 config = cpu_config(worker_start="forkserver", timeout=300)
 threading.Thread(target=evaluate, args=(tiny_problem(), broken("timeout"), config), daemon=True).start()
 time.sleep(0.5)
-print(forkserver.server_for(worker_env(config)).pid, flush=True)
+print(forkserver.server_for(supervisor_env(config)).pid, flush=True)
 time.sleep(300)
 """
 
@@ -131,21 +131,23 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
-def test_a_sigkilled_parent_takes_the_server_and_its_workers_with_it(tmp_path):
+def test_a_sigkilled_parent_takes_the_server_its_supervisors_and_their_runners_with_it(tmp_path):
     import subprocess
     import sys
 
     from helpers import REPO, TESTS
 
     parent = subprocess.Popen([sys.executable, "-c", PARENT.format(paths=[str(TESTS), str(REPO)])],
-                              stdout=subprocess.PIPE, text=True, env=worker_env(cpu_config()))
+                              stdout=subprocess.PIPE, text=True, env=supervisor_env(cpu_config()))
+    from pytest_kernelbench.judge.sandbox import descendants
+
     try:
         server_pid = int(parent.stdout.readline())
         deadline = time.monotonic() + 60
-        while not _children(server_pid) and time.monotonic() < deadline:
+        while len(descendants(server_pid)) < 3 and time.monotonic() < deadline:  # supervisor, runner (and bwrap's)
             time.sleep(0.1)
-        workers = _children(server_pid)
-        assert workers, "no worker was forked"
+        workers = descendants(server_pid)
+        assert len(workers) >= 2, "no supervisor and runner were started"
         time.sleep(1)
     finally:
         parent.kill()
@@ -154,7 +156,7 @@ def test_a_sigkilled_parent_takes_the_server_and_its_workers_with_it(tmp_path):
     while not all(_gone(pid) for pid in [server_pid, *workers]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _gone(server_pid), "the fork server outlived its parent"
-    assert all(_gone(pid) for pid in workers), "a worker outlived the fork server"
+    assert all(_gone(pid) for pid in workers), "a supervisor or runner outlived the fork server"
 
 
 def test_unknown_worker_start_is_a_clear_error():

@@ -5,23 +5,23 @@ import json
 import pytest
 import torch
 
-from helpers import REPO, SHARED_KB, broken, tiny_problem
+from helpers import DATA, REPO, SHARED_KB, broken, corpus_headers, tiny_problem
 from pytest_kernelbench.config import EvalConfig
-from pytest_kernelbench.evaluate import evaluate
+from pytest_kernelbench.judge.controller import evaluate
 from pytest_kernelbench.outcome import Outcome
 
 pytestmark = pytest.mark.gpu
 
 
 def test_cuda_timing_uses_events_and_flushes_l2():
-    from pytest_kernelbench.timing import Clocks
+    from pytest_kernelbench.judge.runner import Clocks
 
-    clocks = Clocks(torch.device("cuda"))
-    assert clocks.l2_bytes >= 2**20
-    assert clocks._flush_buffer.numel() * 4 >= 2 * clocks.l2_bytes
+    clocks = Clocks(torch, torch.device("cuda"))
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    assert clocks._flush.numel() * 4 >= 2 * l2 >= 2**21
     x = torch.randn(4096, 4096, device="cuda")
-    ms, out = clocks.time_once(lambda: x @ x)
-    assert ms > 0 and out.shape == (4096, 4096)
+    ms, out, offstream = clocks.time_once(lambda: x @ x)
+    assert ms > 0 and out.shape == (4096, 4096) and not offstream
 
 
 def test_correct_candidate_on_cuda():
@@ -39,42 +39,49 @@ def test_poisoned_cuda_context_is_a_runtime_error_and_the_next_candidate_is_clea
         "    def forward(self, x):\n        x = x[torch.tensor([10**9], device=x.device)]  # device-side assert: the context is dead\n",
     )
     bad = evaluate(tiny_problem(), Candidate(source, "", "bad"), EvalConfig(device="cuda", timeout=120))
-    assert bad.outcome in (Outcome.RUNTIME_ERROR, Outcome.UNKNOWN_ERROR)
+    assert bad.outcome is Outcome.RUNTIME_ERROR, bad.message
     good = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120))
     assert good.outcome is Outcome.CORRECT, good.message
 
 
 GPU_ADVERSARIAL = REPO / "tests" / "adversarial_gpu"
+GPU_CORPUS = sorted(p.stem for p in GPU_ADVERSARIAL.glob("*.py"))
 
 
 def _gpu_judge(name, **overrides):
     from pytest_kernelbench.candidates import load_candidate_file
+    from pytest_kernelbench.problems import problem_from_path
 
+    spec = corpus_headers(GPU_ADVERSARIAL / f"{name}.py")
+    problem = problem_from_path(DATA / "timing" / "level9" / "2_BigMatmul.py") if spec.get("problem") == "gpu-timing" else tiny_problem()
     candidate = load_candidate_file(GPU_ADVERSARIAL / f"{name}.py")
-    return evaluate(tiny_problem(), candidate, EvalConfig(device="cuda", timeout=180, **overrides))
+    return spec, evaluate(problem, candidate, EvalConfig(device="cuda", timeout=300, **overrides))
+
+
+@pytest.mark.parametrize("name", GPU_CORPUS)
+def test_the_gpu_red_team_gets_what_each_file_says(name):
+    spec, result = _gpu_judge(name)
+    detail = f"{name}: {result.outcome} speedup={result.speedup} extra={result.extra} {result.message[:1500]}"
+    assert result.outcome.value in spec["judge"].split("|"), detail
+    assert spec.get("says", "") in result.message, detail
+    if result.outcome is Outcome.CORRECT and "speedup-below" in spec:
+        assert result.speedup < float(spec["speedup-below"]), detail
 
 
 def test_work_on_a_side_stream_is_inside_the_measurement():
-    result = _gpu_judge("side_stream")
+    _, result = _gpu_judge("side_stream")
     assert result.outcome is Outcome.CORRECT, result.message
     # Three 4096^3 matmuls against one small linear layer: a timer that missed the side stream
     # would report a speedup near 1 or above.
     assert result.speedup < 0.2, result.speedup
     assert result.extra["offstream_samples"].get("new", 0) >= result.new.rounds // 2
-    # the reference runs on one stream: at most a few host-jitter samples may be flagged for it
     assert result.extra["offstream_samples"].get("ref", 0) <= result.ref.rounds // 20
     assert result.extra["min_free_gib_at_lock"] > 0
 
 
-def test_stale_device_memory_holds_no_reference_answer():
-    result = _gpu_judge("stale_device_memory")
-    assert result.outcome is Outcome.INCORRECT, result.message
-
-
 def test_illegal_memory_access_is_a_result_and_the_next_candidate_starts_clean():
-    bad = _gpu_judge("illegal_address")
-    assert bad.outcome in (Outcome.RUNTIME_ERROR, Outcome.UNKNOWN_ERROR), bad.message
-    assert "illegal memory access" in bad.message or "CUDA error" in bad.message
+    _, bad = _gpu_judge("illegal_address")
+    assert bad.outcome is Outcome.RUNTIME_ERROR, bad.message
     good = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120))
     assert good.outcome is Outcome.CORRECT, good.message
 
@@ -98,7 +105,7 @@ def test_cuda_graph_timing_falls_back_to_events_for_what_cannot_be_captured(tmp_
 
 
 def test_side_stream_work_is_caught_under_cuda_graph_timing_too():
-    result = _gpu_judge("side_stream", timer="cuda-graph")
+    _, result = _gpu_judge("side_stream", timer="cuda-graph")
     assert result.outcome is not Outcome.CORRECT or result.speedup < 0.2, (result.extra, result.speedup)
 
 

@@ -12,9 +12,9 @@ import pytest
 from filelock import FileLock
 
 from helpers import cpu_config, tiny_problem
+from pytest_kernelbench.build.pch import binding_compile, compiler_wrapper
 from pytest_kernelbench.candidates import Candidate
-from pytest_kernelbench.evaluate import evaluate
-from pytest_kernelbench.pch import binding_compile, compiler_wrapper
+from pytest_kernelbench.judge.controller import evaluate
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not shutil.which("g++"), reason="GCC on Linux")
 
@@ -136,7 +136,7 @@ def test_a_build_in_flight_is_not_waited_for(fake_torch, tmp_path):
     include, root, wrapper = fake_torch
     root.mkdir(parents=True, exist_ok=True)
     source = _binding(tmp_path / "a", "f")
-    from pytest_kernelbench.pch import find_header, pch_key
+    from pytest_kernelbench.build.pch import find_header, pch_key
 
     _, flags = binding_compile(["-isystem", str(include), "-fPIC", "-std=c++17", "-c", str(source), "-o", "x.o"])
     key = pch_key(shutil.which("g++"), flags, find_header(flags))
@@ -151,7 +151,7 @@ def test_a_build_in_flight_is_not_waited_for(fake_torch, tmp_path):
 def test_a_cache_folder_that_cannot_be_written_costs_the_speed_up_not_the_build(fake_torch, tmp_path):
     include, root, wrapper = fake_torch
     source = _binding(tmp_path / "a", "f")
-    from pytest_kernelbench.pch import find_header, pch_key
+    from pytest_kernelbench.build.pch import find_header, pch_key
 
     _, flags = binding_compile(["-isystem", str(include), "-fPIC", "-std=c++17", "-c", str(source), "-o", "x.o"])
     key = pch_key(shutil.which("g++"), flags, find_header(flags))

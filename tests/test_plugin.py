@@ -144,7 +144,7 @@ def test_sigkilled_run_keeps_finished_results_in_the_report(pytester, tmp_path):
 
     from filelock import Timeout
 
-    from pytest_kernelbench.locking import device_lock
+    from pytest_kernelbench.judge.locking import device_lock
 
     data = tmp_path / "two" / "level9"
     data.mkdir(parents=True)

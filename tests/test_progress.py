@@ -1,7 +1,7 @@
 """The progress line: counts, rate and ETA from results as they arrive (a fake clock drives it)."""
 
 from pytest_kernelbench.outcome import Outcome
-from pytest_kernelbench.progress import ProgressLine, wanted
+from pytest_kernelbench.report.progress import ProgressLine, wanted
 from pytest_kernelbench.result import EvalResult
 
 

@@ -22,10 +22,13 @@ def test_ray_judges_every_item_and_retries_a_lost_worker(pytester, monkeypatch):
     problems, sols = pytester.path / "problems" / "level9", pytester.path / "sols" / "level9"
     problems.mkdir(parents=True)
     sols.mkdir(parents=True)
-    for name in ("1_TinyA", "2_TinyB", "3_TinyC"):
+    for name in ("1_TinyA", "3_TinyC"):
         shutil.copy(TINY_PROBLEM, problems / f"{name}.py")
+    # Candidates cannot reach the Ray worker (their sandbox hides every other process), so the
+    # lost worker is staged by a problem, which the supervisor loads as trusted code.
+    shutil.copy(DATA / "ray" / "kills_its_worker_once.py", problems / "2_TinyB.py")
     shutil.copy(BROKEN / "correct.py", sols / "1_TinyA.py")
-    shutil.copy(DATA / "ray" / "kills_its_worker_once.py", sols / "2_TinyB.py")
+    shutil.copy(BROKEN / "correct.py", sols / "2_TinyB.py")
     shutil.copy(BROKEN / "runtime_error.py", sols / "3_TinyC.py")
     report = pytester.path / "report.json"
 

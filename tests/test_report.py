@@ -6,10 +6,10 @@ import math
 import pytest
 
 from pytest_kernelbench.outcome import Outcome
-from pytest_kernelbench.report import SCHEMA, ReportWriter, load_report
+from pytest_kernelbench.report.summary import fast_p, geomean_speedup, summarize
+from pytest_kernelbench.report.terminal import render_summary
+from pytest_kernelbench.report.writer import SCHEMA, ReportWriter, load_report
 from pytest_kernelbench.result import EvalResult, TimingStats
-from pytest_kernelbench.summary import fast_p, geomean_speedup, summarize
-from pytest_kernelbench.terminal import render_summary
 
 
 def result(name, outcome, speedup=None):

@@ -1,3 +1,5 @@
+# judge: rejected
+# says: modified input 0 in place
 """Computes in place into its input buffer and returns it (the output aliases the input)."""
 import torch
 import torch.nn as nn

@@ -1,3 +1,5 @@
+# judge: incorrect
+# says: LazyTensor (tensor subclass)
 """Returns a tensor subclass that would defer work until someone reads it."""
 import torch
 import torch.nn as nn

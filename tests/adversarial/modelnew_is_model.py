@@ -1,3 +1,5 @@
+# judge: correct
+# strict: rejected
 """ModelNew is just Model: correct, speedup about 1, and --strict rejects it."""
 import torch
 import torch.nn as nn

@@ -1,3 +1,5 @@
+# judge: rejected
+# says: modified input 0 in place
 """Writes into its input so the reference, run afterwards, would see other data."""
 import torch
 import torch.nn as nn

@@ -1,3 +1,5 @@
+# judge: incorrect
+# says: NaN/Inf values where the reference is finite
 import torch
 import torch.nn as nn
 

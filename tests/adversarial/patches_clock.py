@@ -1,4 +1,10 @@
-"""Makes time run at half speed for everyone who reads time.perf_counter afterwards."""
+"""Makes time run at half speed for everyone who reads time.perf_counter afterwards.
+
+In a judge that times in the candidate's process with time.perf_counter looked up at call time
+this halves the candidate's measured time. The runner bound its clock before any candidate code
+existed, and the supervisor's clock is in another process: the patch changes nothing measured.
+"""
+# judge: correct
 import time
 
 _real = time.perf_counter

@@ -1,4 +1,10 @@
-"""Slows down the reference by wrapping torch.nn.functional.linear, which the reference uses."""
+"""Slows down the reference by wrapping torch.nn.functional.linear, which the reference uses.
+
+In a judge that runs the reference in the candidate's process this made the reference 10 ms per
+call slower and the candidate look fast. The reference runs in the supervisor.
+"""
+# judge: correct
+# speedup-below: 2.0
 import time
 
 import torch.nn.functional as F

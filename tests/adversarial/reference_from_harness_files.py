@@ -1,5 +1,6 @@
-"""Finds the problem file the harness wrote and runs its Model: correct, but not a kernel (--strict rejects)."""
-import importlib.util
+"""Looks for the harness's reference module to run its Model: there is none in the candidate's process."""
+# judge: runtime_error
+# says: no reference module found
 import sys
 
 import torch
@@ -12,9 +13,9 @@ class ModelNew(nn.Module):
         self.linear = nn.Linear(features, features)
 
     def forward(self, x):
-        ref = sys.modules.get('kb_reference')
-        if ref is None:
-            raise RuntimeError('no reference module found')
+        ref = next((m for name, m in sys.modules.items() if "reference" in name or "problem" in name), None)
+        if ref is None or not hasattr(ref, "Model"):
+            raise RuntimeError("no reference module found")
         model = ref.Model(self.linear.in_features).to(x.device)
         model.load_state_dict(self.state_dict())
         return model(x)

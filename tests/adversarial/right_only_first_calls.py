@@ -1,3 +1,5 @@
+# judge: incorrect
+# says: warm-up call
 """Right for the first calls (the correctness trials), garbage once it is being timed."""
 import torch
 import torch.nn as nn

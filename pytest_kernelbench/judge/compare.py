@@ -1,0 +1,106 @@
+"""Output comparison in the supervisor: non-finite values, then tolerance, chunk by chunk.
+
+Structure, shape, dtype and device were checked when the runner copied its output into the slots
+(a mismatch arrives as the reply's ``mismatch``); what lands in a slot is only ever compared here.
+
+A slot lies in memory the candidate's process also maps, so it is sealed: right after a call, the
+supervisor takes a keyed digest of every slot (:class:`Sealer`); when it compares, it copies each
+chunk to its own memory once and both compares and digests that copy. A candidate that writes its
+answer after the call was sealed (work left running, a thread, a late kernel) changes the digest.
+The key is secret to the supervisor, so no chosen content can keep the digest while changing values.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from typing import Any
+
+import torch
+
+_CHUNK = 1 << 24  # elements compared at a time: bounded extra memory for huge outputs
+_MASK = (1 << 63) - 1
+
+
+def flatten(out: Any) -> list[Any]:
+    if isinstance(out, (list, tuple)):
+        return [leaf for item in out for leaf in flatten(item)]
+    if isinstance(out, dict):
+        return [leaf for key in sorted(out) for leaf in flatten(out[key])]
+    return [out]
+
+
+class Sealer:
+    """A keyed digest of a tensor's bytes: the sum, in int64, of ``(w ^ k1) * k2`` over its 32-bit words
+    (wrapping), with ``k1`` and ``k2`` drawn from the OS and never leaving the supervisor."""
+
+    def __init__(self) -> None:
+        self.k1 = secrets.randbits(31)
+        self.k2 = secrets.randbits(30) * 2 + 1
+
+    def words(self, t: torch.Tensor) -> torch.Tensor:
+        flat = t.detach().reshape(-1)
+        if flat.element_size() == 4 and flat.numel():
+            return flat.view(torch.int32)
+        return flat.view(torch.uint8).to(torch.int32)
+
+    def digest_words(self, words: torch.Tensor) -> int:
+        mixed = torch.bitwise_xor(words, self.k1)
+        mixed.mul_(self.k2)
+        return int(mixed.sum(dtype=torch.int64)) & _MASK
+
+    def seal(self, t: torch.Tensor) -> int:
+        total = 0
+        flat = t.detach().reshape(-1)
+        for start in range(0, flat.numel(), _CHUNK):
+            total = (total + self.digest_words(self.words(flat[start : start + _CHUNK]))) & _MASK
+        return total
+
+
+def compare_tensors(new: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float, sealer: Sealer | None = None,
+                    seal: int | None = None) -> tuple[str, float]:
+    """('' or why not, max abs diff) for one output leaf; with ``seal``, also that ``new`` is what was sealed."""
+    a, b = new.detach().reshape(-1), ref.detach().reshape(-1)
+    nonfinite = over = 0
+    diff_max = 0.0
+    digest = 0
+    for start in range(0, a.numel(), _CHUNK):
+        x = a[start : start + _CHUNK].clone()  # one read of the shared slot: compared and digested alike
+        if sealer is not None:
+            digest = (digest + sealer.digest_words(sealer.words(x))) & _MASK
+        nf, ov, dm = _compare_chunk(x, b[start : start + _CHUNK], atol, rtol)
+        nonfinite, over, diff_max = nonfinite + nf, over + ov, max(diff_max, dm)
+    if sealer is not None and seal is not None and digest != seal:
+        return "the output changed after the call returned (work still running when the call was over?)", math.inf
+    if nonfinite:
+        return f"{nonfinite} NaN/Inf values where the reference is finite", math.inf
+    if over:
+        return f"{over} of {a.numel()} values outside atol={atol:g} rtol={rtol:g} (max abs diff {diff_max:.4g})", diff_max
+    return "", diff_max
+
+
+def _compare_chunk(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: float) -> tuple[int, int, float]:
+    x, y = x.double(), y.double()
+    nonfinite = int((~torch.isfinite(x) & torch.isfinite(y)).sum())
+    diff = (x - y).abs()
+    finite = torch.isfinite(diff)
+    diff_max = float(diff[finite].max()) if bool(finite.any()) else 0.0
+    over = int((~torch.isclose(x, y, atol=atol, rtol=rtol, equal_nan=True)).sum())
+    return nonfinite, over, diff_max
+
+
+def compare_chunked(n: torch.Tensor, r: torch.Tensor, atol: float, rtol: float) -> tuple[int, int, float]:
+    """(values non-finite where the reference is finite, values outside tolerance, max finite abs diff)."""
+    a, b = n.detach().reshape(-1), r.detach().reshape(-1)
+    totals = [0, 0, 0.0]
+    for start in range(0, a.numel(), _CHUNK):
+        nf, ov, dm = _compare_chunk(a[start : start + _CHUNK], b[start : start + _CHUNK], atol, rtol)
+        totals = [totals[0] + nf, totals[1] + ov, max(totals[2], dm)]
+    return int(totals[0]), int(totals[1]), float(totals[2])
+
+
+def values_equal(new: Any, ref: Any, atol: float, rtol: float) -> bool:
+    """A non-tensor output leaf: numbers within tolerance, anything else equal."""
+    if isinstance(ref, bool) or isinstance(new, bool) or not isinstance(ref, (int, float)) or not isinstance(new, (int, float)):
+        return new == ref
+    return math.isclose(float(new), float(ref), rel_tol=rtol, abs_tol=atol)

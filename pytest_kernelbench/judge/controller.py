@@ -1,0 +1,223 @@
+"""``evaluate()``: one candidate, one supervisor process, one :class:`EvalResult`.
+
+The supervisor (:mod:`pytest_kernelbench.judge.supervisor`) is forked from a server that imported
+torch once (:mod:`pytest_kernelbench.judge.forkserver`, the default on Linux) or started as a
+fresh interpreter (``worker_start="spawn"``), in its own process group, output to a file. It runs
+no candidate code; the candidate runs in the runner it starts. Here we only follow the stages it
+announces on its status file, enforce the time limits as a backstop, and read the result it
+writes: a hang, a crash or a runaway memory use of the supervisor itself is still a result, and
+the whole group is killed before the next evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from ..candidates import Candidate
+from ..config import EvalConfig
+from ..outcome import STAGE_FAILURE, Outcome
+from ..problems import Problem
+from ..result import EvalResult, TimingStats
+from . import forkserver
+from .sandbox import TIMING_ENV
+from .supervisor import read_tail
+
+_POLL_SECONDS = 0.05
+# Stages where the harness, not the candidate, is at work: importing torch, building the reference
+# (torch.compile in --mode compile can take minutes), timing the reference alone, or waiting for the
+# device lock. They do not count against the candidate's time limit; the first two have their own.
+SETUP_STAGES = frozenset({"start", "reference"})
+UNCHARGED = frozenset({"start", "reference", "wait_lock", "recheck", "done"})
+GRACE_SECONDS = 30.0  # the supervisor enforces the limit itself; this backstop only catches a stuck supervisor
+
+
+class _StatusWatcher:
+    """Follows the stages the supervisor announces and splits wall time by who was at work."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.stage = "start"
+        self._entered = time.monotonic()
+        self._done: dict[str, float] = {}
+        self._seen = 0
+
+    def poll(self) -> None:
+        try:
+            lines = self.path.read_text().splitlines()
+        except OSError:
+            return
+        now = time.monotonic()
+        for line in lines[self._seen :]:
+            self._done[self.stage] = self._done.get(self.stage, 0.0) + now - self._entered
+            self.stage, self._entered = line.partition(" ")[0], now
+        self._seen = len(lines)
+
+    def seconds_in(self, stages: frozenset[str]) -> float:
+        spent = sum(v for k, v in self._done.items() if k in stages)
+        return spent + (time.monotonic() - self._entered if self.stage in stages else 0.0)
+
+    def candidate_seconds(self) -> float:
+        now = time.monotonic()
+        total = sum(self._done.values()) + now - self._entered
+        return total - self.seconds_in(UNCHARGED)
+
+
+def _kill_group(proc: subprocess.Popen | forkserver.ForkedProcess) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "ended (exit status unknown)"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+def supervisor_env(config: EvalConfig) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTEST_CURRENT_TEST", None)  # changes per test: it would start a fork server per item
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(TIMING_ENV)  # the reference's runner thread lives here: the same allocator and threads as a runner process
+    return env
+
+
+def _start(config: EvalConfig, work: Path, spec: dict, log) -> subprocess.Popen | forkserver.ForkedProcess:
+    env = supervisor_env(config)
+    server = None
+    if config.worker_start == "forkserver":
+        try:
+            server = forkserver.server_for(env)
+        except OSError:
+            server = None
+    spec["parent_pid"] = server.pid if server is not None else os.getpid()
+    (work / "spec.json").write_text(json.dumps(spec))
+    if server is not None:
+        try:
+            return server.spawn(str(work / "spec.json"), str(work / "supervisor.log"), str(work), 0)
+        except forkserver.ForkServerError:
+            spec["parent_pid"] = os.getpid()  # fall back to a fresh interpreter
+            (work / "spec.json").write_text(json.dumps(spec))
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest_kernelbench.judge.supervisor", str(work / "spec.json")],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(work), env=env,
+        start_new_session=True, preexec_fn=forkserver.child_setup(0, os.getpid()),
+    )  # fmt: skip
+
+
+def evaluate(
+    problem: Problem,
+    candidate: Candidate,
+    config: EvalConfig,
+    *,
+    build_only: bool = False,
+    stop: threading.Event | None = None,
+) -> EvalResult:
+    """Judge ``candidate`` against ``problem``; never raises for candidate faults.
+
+    ``build_only``: only the candidate's build step, so that its extension lands in the build
+    cache (outcome ``correct`` then means "built"); see :mod:`pytest_kernelbench.build.pool`.
+    ``stop``: when set, the supervisor is killed and the result says so (session ending).
+    """
+    started = time.monotonic()
+    base = EvalResult(problem=problem.id, level=problem.level, problem_id=problem.problem_id, outcome=Outcome.UNKNOWN_ERROR,
+                      device=config.device_label, mode=config.mode, source_hash=candidate.source_hash,
+                      candidate_path=candidate.path)  # fmt: skip
+    Path(config.build_dir).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kb-eval-") as tmp:
+        work = Path(tmp)
+        (work / "problem.py").write_text(problem.source)
+        (work / "candidate.py").write_text(candidate.source)
+        spec = {"problem_path": str(work / "problem.py"), "candidate_path": str(work / "candidate.py"), "work": tmp,
+                "result_path": str(work / "result.json"), "status_path": str(work / "status.log"),
+                "config": config.to_dict(), "build_only": build_only}  # fmt: skip
+        log_path = work / "supervisor.log"
+        with log_path.open("wb") as log:
+            proc = _start(config, work, spec, log)
+            watcher = _StatusWatcher(Path(spec["status_path"]))
+            why = ""
+            try:
+                why = _watch(proc, watcher, config, stop)
+            finally:
+                _kill_group(proc)  # the supervisor's group; its runners die with it (sandbox) or were killed by it
+        watcher.poll()
+        base.wall_seconds = time.monotonic() - started
+        result_path = Path(spec["result_path"])
+        if not why and result_path.exists():
+            return _merge(base, json.loads(result_path.read_text()))
+        return _lost(base, why, watcher.stage, proc.returncode, read_tail(log_path, config.log_chars), config)
+
+
+def _watch(proc, watcher: _StatusWatcher, config: EvalConfig, stop: threading.Event | None) -> str:
+    """'' when the supervisor ended by itself, else why it was stopped."""
+    while proc.poll() is None:
+        time.sleep(_POLL_SECONDS)
+        watcher.poll()
+        if watcher.candidate_seconds() > config.timeout + GRACE_SECONDS:
+            return "timeout"
+        if watcher.seconds_in(SETUP_STAGES) > config.setup_timeout:
+            return "setup"
+        if stop is not None and stop.is_set():
+            return "stopped"
+    return ""
+
+
+def _lost(base: EvalResult, why: str, stage: str, returncode: int | None, log_tail: str, config: EvalConfig) -> EvalResult:
+    """A result for an evaluation whose supervisor did not write one."""
+    base.stage = stage
+    tail = f"\n--- supervisor log tail ---\n{log_tail}" if log_tail.strip() else ""
+    if why == "timeout":
+        base.outcome = Outcome.TIMEOUT
+        base.message = f"timed out after {config.timeout:g} s during stage '{stage}'" + tail
+    elif why == "setup":
+        base.outcome = Outcome.HARNESS_ERROR
+        base.message = (f"the harness took more than {config.setup_timeout:g} s to start and build the reference (stage "
+                        f"'{stage}'); raise setup_timeout if the reference is that slow" + tail)  # fmt: skip
+    elif why == "stopped":
+        base.message = f"stopped during stage '{stage}': the session ended"
+    else:
+        base.outcome = STAGE_FAILURE.get(stage, Outcome.HARNESS_ERROR) if stage in ("start", "reference") else Outcome.HARNESS_ERROR
+        base.message = f"the supervisor {_describe_exit(returncode)} during stage '{stage}' without writing a result" + tail
+    return base
+
+
+def _merge(base: EvalResult, found: dict) -> EvalResult:
+    base.outcome = Outcome(found["outcome"])
+    base.stage = found.get("stage", "")
+    base.device_name = found.get("device_name", "")
+    base.versions = found.get("versions", {})
+    base.stage_seconds = {k: round(v, 4) for k, v in found.get("stage_seconds", {}).items()}
+    base.max_abs_diff = found.get("max_abs_diff")
+    base.trials = found.get("trials", 0)
+    base.extra = found.get("extra", {})
+    samples = found.get("samples")
+    if base.outcome is Outcome.CORRECT and samples:
+        base.ref = TimingStats.from_samples(samples["ref"])
+        base.new = TimingStats.from_samples(samples["new"])
+        speedup = found.get("speedup")
+        base.speedup = float(speedup) if speedup is not None else float("inf")
+        base.message = ""
+    else:
+        base.message = found.get("message", "")
+    return base

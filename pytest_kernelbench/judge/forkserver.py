@@ -1,0 +1,309 @@
+"""A fork server for supervisors: import torch once, fork a clean child per evaluation.
+
+A fresh interpreter per evaluation costs ~2 s of ``import torch`` on a CPU box, more than the
+judging itself on small problems. The server is a process that imports torch and the
+supervisor's modules (nothing runs on a device there: CUDA is not initialised, no thread pool
+is started, so a fork is as clean as a fresh start) and then forks one child per request.
+The child is a supervisor exactly like ``python -m pytest_kernelbench.judge.supervisor SPEC``:
+its own session and process group, stdout and stderr to its log file, and SIGKILL when the
+server dies. Supervisors run no candidate code (that runs in the runners they start, each a
+fresh process), so nothing a candidate does reaches the server or the next evaluation.
+
+Protocol (one server per environment, driven from any thread of the parent):
+
+    parent -> server   ``{"id": N, "spec": ..., "log": ..., "cwd": ..., "limit": BYTES}\\n``
+    server -> parent   ``started N PID`` | ``failed N MESSAGE`` | ``exited PID CODE``
+
+``CODE`` is as ``Popen.returncode``: negative for a signal. The server exits when its stdin
+closes (the parent is gone, however it died) and kills the children it still has.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+PRELOAD = ("torch", "filelock", "pytest_kernelbench.judge.supervisor", "pytest_kernelbench.build.cache",
+           "pytest_kernelbench.build.pch", "pytest_kernelbench.candidates", "torch.profiler")
+
+
+class ForkedProcess:
+    """The parent's handle on one forked supervisor, shaped like the parts of ``Popen`` evaluate uses."""
+
+    def __init__(self, server: ForkServer, pid: int):
+        self._server = server
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._server.exit_code(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(["forked supervisor", str(self.pid)], timeout or 0.0)
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+
+class ForkServerError(RuntimeError):
+    pass
+
+
+class ForkServer:
+    def __init__(self, env: dict[str, str]):
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest_kernelbench.judge.forkserver"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # Ctrl-C in the terminal goes to pytest, which stops its evaluations itself
+            bufsize=0,
+        )
+        self.pid = self._proc.pid
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._next_id = 0
+        self._started: dict[int, int | str] = {}  # request id -> pid, or the error message
+        self._exits: dict[int, int] = {}
+        self._live: set[int] = set()
+        self._dead = False
+        threading.Thread(target=self._read, name="kb-forkserver-reader", daemon=True).start()
+
+    @property
+    def alive(self) -> bool:
+        return not self._dead and self._proc.poll() is None
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for raw in self._proc.stdout:
+            kind, _, rest = raw.decode("utf-8", "replace").rstrip("\n").partition(" ")
+            with self._changed:
+                if kind == "started":
+                    rid, pid = rest.split()
+                    self._started[int(rid)] = int(pid)
+                    self._live.add(int(pid))
+                elif kind == "failed":
+                    rid, _, message = rest.partition(" ")
+                    self._started[int(rid)] = message or "the fork server could not start the supervisor"
+                elif kind == "exited":
+                    pid, code = rest.split()
+                    self._exits[int(pid)] = int(code)
+                    self._live.discard(int(pid))
+                self._changed.notify_all()
+        with self._changed:  # the server is gone: its children got SIGKILL (PR_SET_PDEATHSIG)
+            self._dead = True
+            for pid in self._live:
+                self._exits.setdefault(pid, -int(signal.SIGKILL))
+            self._live.clear()
+            self._changed.notify_all()
+
+    def spawn(self, spec_path: str, log_path: str, cwd: str, limit_bytes: int, timeout: float = 600.0) -> ForkedProcess:
+        """Fork a supervisor for ``spec_path``; the first call waits for the server's imports."""
+        with self._changed:
+            if self._dead:
+                raise ForkServerError("the fork server has exited")
+            rid = self._next_id
+            self._next_id += 1
+            request = {"id": rid, "spec": spec_path, "log": log_path, "cwd": cwd, "limit": limit_bytes}
+            assert self._proc.stdin is not None
+            try:
+                self._proc.stdin.write((json.dumps(request) + "\n").encode())
+            except OSError as exc:
+                raise ForkServerError(f"the fork server is gone: {exc}") from None
+            if not self._changed.wait_for(lambda: rid in self._started or self._dead, timeout):
+                raise ForkServerError(f"the fork server did not answer in {timeout:g} s")
+            answer = self._started.pop(rid, "the fork server has exited")
+        if isinstance(answer, str):
+            raise ForkServerError(answer)
+        return ForkedProcess(self, answer)
+
+    @property
+    def busy(self) -> bool:
+        with self._lock:
+            return bool(self._live)
+
+    def exit_code(self, pid: int) -> int | None:
+        with self._lock:
+            return self._exits.pop(pid, None)
+
+    def close(self) -> None:
+        try:
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()
+            self._proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self._proc.kill()
+
+
+_servers: dict[tuple[tuple[str, str], ...], ForkServer] = {}
+_servers_lock = threading.Lock()
+
+
+def server_for(env: dict[str, str]) -> ForkServer:
+    """The running server for this environment, started (or restarted) on first use."""
+    key = tuple(sorted(env.items()))
+    with _servers_lock:
+        server = _servers.get(key)
+        if server is None or not server.alive:
+            for old_key, old in list(_servers.items()):  # one server per environment in use, not per one ever seen
+                if old_key != key and not old.busy:
+                    del _servers[old_key]
+                    old.close()
+            server = _servers[key] = ForkServer(env)
+        return server
+
+
+def close_all() -> None:
+    with _servers_lock:
+        servers = list(_servers.values())
+        _servers.clear()
+    for server in servers:
+        server.close()
+
+
+# ---------------------------------------------------------------- the server process
+
+
+def child_setup(limit_bytes: int, parent: int):
+    """What a new supervisor (or runner) runs first, before exec or (forked) its code: die with the parent,
+    and bound host memory if asked.
+
+    A process whose parent is killed (SIGKILL, an OOM kill) would otherwise live on in its own
+    session, holding the device lock while its candidate hangs. Linux delivers SIGKILL to it
+    when the parent dies (PR_SET_PDEATHSIG); the supervisor also watches for it (see supervisor.py).
+    Everything is looked up here, in the parent: between fork and exec the child must not
+    import (another thread may hold the import lock at fork time).
+    """
+    prctl = None
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            prctl = None
+    setrlimit = None
+    if limit_bytes:
+        import resource
+
+        setrlimit, rlimit_as = resource.setrlimit, resource.RLIMIT_AS
+    getppid, exit_now, sigkill = os.getppid, os._exit, int(signal.SIGKILL)
+
+    def apply() -> None:
+        if prctl is not None:
+            prctl(1, sigkill)  # PR_SET_PDEATHSIG
+            if getppid() != parent:  # the parent died before that took effect
+                exit_now(1)
+        if setrlimit is not None:
+            setrlimit(rlimit_as, (limit_bytes, limit_bytes))
+
+    return apply
+
+
+def _fork_supervisor(request: dict[str, Any], reply_fd: int, server_pid: int) -> int:
+    setup = child_setup(request["limit"], server_pid)
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:  # the child: become a supervisor, never return into the server's loop
+        os.setsid()
+        setup()
+        os.close(reply_fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(null)
+        os.close(log)
+        os.chdir(request["cwd"])
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        from pytest_kernelbench.judge import supervisor
+
+        sys.argv = ["pytest_kernelbench.judge.supervisor", request["spec"]]
+        code = supervisor.main(sys.argv)
+    except BaseException:  # noqa: BLE001 - reported through the log; the parent sees the exit code
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)  # skip teardown: candidate threads or atexit hooks must not hang us
+    return 0  # unreachable
+
+
+def serve() -> None:
+    """The server's loop: read requests on stdin, fork, report starts and exits on stdout."""
+    reply_fd = os.dup(1)
+    os.dup2(2, 1)  # anything an import prints must not corrupt the protocol
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a missing optional module only costs its import later
+            pass
+
+    def reply(line: str) -> None:
+        os.write(reply_fd, (line + "\n").encode())
+
+    server_pid = os.getpid()
+    children: set[int] = set()
+    pending = b""
+    open_input = True
+    while open_input or children:
+        ready, _, _ = select.select([0] if open_input else [], [], [], 0.02)
+        if ready:
+            data = os.read(0, 1 << 16)
+            if not data:
+                open_input = False  # the parent is gone: take the children with us
+                for pid in children:
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            pending += data
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                request = None
+                try:
+                    request = json.loads(line)
+                    pid = _fork_supervisor(request, reply_fd, server_pid)
+                except Exception as exc:  # noqa: BLE001 - the parent gets the reason
+                    reply(f"failed {request.get('id', -1) if isinstance(request, dict) else -1} {exc}".replace("\n", " "))
+                    continue
+                children.add(pid)
+                reply(f"started {request['id']} {pid}")
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                children.clear()
+                break
+            if pid == 0:
+                break
+            children.discard(pid)
+            reply(f"exited {pid} {os.waitstatus_to_exitcode(status)}")
+
+
+if __name__ == "__main__":
+    serve()
+    os._exit(0)

@@ -1,0 +1,242 @@
+"""The named messages between the supervisor and a runner, as plain dataclasses.
+
+Requests go supervisor -> runner; each has one reply. A reply is untrusted data: ``parse_reply``
+checks every field's type and range and raises :class:`BadReply` for anything else, which the
+supervisor turns into the current stage's failure.
+
+Values crossing the boundary are trees (``Node``):
+
+* ``{"t": {"buf": ID, "dtype": "float32", "shape": [...], "stride": [...], "offset": BYTES}}``: a
+  tensor in shared buffer ``ID`` (mapped earlier with :class:`MapBuffers`);
+* ``{"v": VALUE}``: a JSON value (int, float, bool, str, None);
+* ``{"seq": [NODE, ...], "tuple": BOOL}``, ``{"map": [[KEY, NODE], ...]}``: containers.
+
+In :class:`Call`, ``expect`` describes the output the reference gave: tensor leaves name the slot
+(a shared buffer) the runner copies that output into; value leaves ask for the value itself.
+
+Standard library only: the runner imports this module before any candidate code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar
+
+Node = dict[str, Any]
+
+DTYPES = (
+    "float32", "float64", "float16", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "bool",
+    "complex64", "complex128", "float8_e4m3fn", "float8_e5m2",
+)  # fmt: skip
+MAX_TEXT = 20_000  # characters of an error or traceback a reply may carry
+
+
+class BadReply(Exception):
+    """A runner's reply that is not what the protocol allows."""
+
+
+@dataclasses.dataclass
+class Request:
+    kind: ClassVar[str] = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"kind": self.kind, **dataclasses.asdict(self)}
+
+
+@dataclasses.dataclass
+class Setup(Request):
+    """First request: where to run and how to time. Reply: :class:`Ready`."""
+
+    kind: ClassVar[str] = "setup"
+    device: str  # "cpu" or "cuda"
+    device_index: int = 0
+    timer: str = "events"  # or "cuda-graph"
+    threads: int = 0  # torch.set_num_threads; 0: leave it
+    scrub_outputs: bool = False  # overwrite the model's own outputs once copied (the reference's side)
+
+
+@dataclasses.dataclass
+class MapBuffers(Request):
+    """Map shared buffers; their file descriptors come with the message, in order. Reply: :class:`Done`."""
+
+    kind: ClassVar[str] = "map"
+    ids: list[int]
+    nbytes: list[int]
+
+
+@dataclasses.dataclass
+class UnmapBuffers(Request):
+    kind: ClassVar[str] = "unmap"
+    ids: list[int]
+
+
+@dataclasses.dataclass
+class Load(Request):
+    """Import ``source`` (a ``load_inline`` build happens here) and check it defines ``class_name``."""
+
+    kind: ClassVar[str] = "load"
+    source: str
+    filename: str
+    class_name: str = "ModelNew"
+    compile_mode: str = ""  # "": as it is; else wrap the model in torch.compile (the reference in --mode compile)
+    build_only: bool = False  # import, then report; no class needed
+
+
+@dataclasses.dataclass
+class Init(Request):
+    """Construct the model: ``torch.manual_seed(seed)``, then ``cls(*args)``, moved to the device."""
+
+    kind: ClassVar[str] = "init"
+    args: list[Node]
+    seed: int
+
+
+@dataclasses.dataclass
+class Call(Request):
+    """One timed call: L2 flush, device sync, events (CPU: perf_counter) around ``model(*args)``, then
+    the output copied into the slots ``expect`` names. ``expect=None``: describe the output instead."""
+
+    kind: ClassVar[str] = "call"
+    args: list[Node]
+    expect: Node | None
+    graph: bool = False
+
+
+@dataclasses.dataclass
+class Trace(Request):
+    """The ATen operators one call dispatches. Reply: :class:`Traced`."""
+
+    kind: ClassVar[str] = "trace"
+    args: list[Node]
+    all_threads: bool = False  # torch.profiler on every thread (~1.5 s to start), else a dispatch mode on the calling thread
+
+
+@dataclasses.dataclass
+class Release(Request):
+    """Drop every output and cached block (the phase is over); buffers stay mapped until unmapped."""
+
+    kind: ClassVar[str] = "release"
+
+
+@dataclasses.dataclass
+class Exit(Request):
+    kind: ClassVar[str] = "exit"
+
+
+REQUESTS: dict[str, type[Request]] = {cls.kind: cls for cls in (Setup, MapBuffers, UnmapBuffers, Load, Init, Call, Trace,
+                                                                 Release, Exit)}
+
+
+def parse_request(data: dict[str, Any]) -> Request:
+    """The runner's side: requests come from the trusted supervisor, so this only dispatches."""
+    cls = REQUESTS.get(data.get("kind", ""))
+    if cls is None:
+        raise ValueError(f"unknown request {data.get('kind')!r}")
+    return cls(**{k: v for k, v in data.items() if k != "kind"})
+
+
+# ---------------------------------------------------------------- replies (untrusted)
+
+
+@dataclasses.dataclass
+class Reply:
+    ok: bool
+    error: str  # "" when ok
+
+
+@dataclasses.dataclass
+class Done(Reply):
+    pass
+
+
+@dataclasses.dataclass
+class Ready(Reply):
+    device_name: str
+    versions: dict[str, str]
+
+
+@dataclasses.dataclass
+class Called(Reply):
+    ms: float  # the runner's claim: device time of the call
+    offstream: bool  # work outlived the call's stream and was timed to the whole-device sync
+    mismatch: str  # "" or why the output does not fit the expected structure
+    values: list[Any]  # the value leaves of the output, in order
+    structure: Node | None  # with expect=None: the output described (tensor leaves as shape/dtype)
+    graph_error: str  # "" or why the call could not be captured in a CUDA graph (timed with events)
+
+
+@dataclasses.dataclass
+class Traced(Reply):
+    ops: dict[str, int]
+    all_threads: bool
+
+
+def _text(data: dict[str, Any], key: str) -> str:
+    value = data.get(key, "")
+    if not isinstance(value, str):
+        raise BadReply(f"'{key}' is a {type(value).__name__}, not text")
+    return value[-MAX_TEXT:]
+
+
+def _bool(data: dict[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise BadReply(f"'{key}' is not true or false")
+    return value
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BadReply(f"{what} is not a finite number: {value!r}"[:200])
+    return float(value)
+
+
+def parse_reply(data: dict[str, Any], kind: type[Reply]) -> Reply:
+    """Check a reply field by field; an error reply (``ok`` false) needs only its text."""
+    ok, error = _bool(data, "ok"), _text(data, "error")
+    if not ok:
+        return kind(**{f.name: _empty(f) for f in dataclasses.fields(kind) if f.name not in ("ok", "error")}, ok=False,
+                    error=error or "the runner reported a failure without saying why")
+    if kind is Done:
+        return Done(True, "")
+    if kind is Ready:
+        versions = data.get("versions", {})
+        if not isinstance(versions, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in versions.items()):
+            raise BadReply("'versions' is not a map of names to text")
+        return Ready(True, "", _text(data, "device_name")[:200], {k[:50]: v[:100] for k, v in list(versions.items())[:20]})
+    if kind is Called:
+        ms = _number(data.get("ms"), "'ms'")
+        if ms < 0:
+            raise BadReply(f"'ms' is negative: {ms}")
+        values = data.get("values", [])
+        if not isinstance(values, list) or len(values) > 10_000:
+            raise BadReply("'values' is not a list")
+        structure = data.get("structure")
+        if structure is not None and not isinstance(structure, dict):
+            raise BadReply("'structure' is not a tree")
+        return Called(True, "", ms, _bool(data, "offstream"), _text(data, "mismatch"), values, structure,
+                      _text(data, "graph_error"))
+    if kind is Traced:
+        ops = data.get("ops", {})
+        if not isinstance(ops, dict) or len(ops) > 5000 or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in ops.items()
+        ):
+            raise BadReply("'ops' is not a map of operator names to counts")
+        return Traced(True, "", {k[:200]: v for k, v in ops.items()}, _bool(data, "all_threads"))
+    raise TypeError(kind)
+
+
+def _empty(field: dataclasses.Field) -> Any:
+    defaults = {"ms": 0.0, "offstream": False, "mismatch": "", "values": [], "structure": None, "graph_error": "",
+                "ops": {}, "all_threads": False, "device_name": "", "versions": {}}
+    return defaults[field.name]
+
+
+def reply(kind: type[Reply], **fields: Any) -> dict[str, Any]:
+    """The runner's side: a successful reply as a wire dict."""
+    return {"ok": True, "error": "", **fields}
+
+
+def error_reply(text: str) -> dict[str, Any]:
+    return {"ok": False, "error": text[-MAX_TEXT:]}

@@ -1,0 +1,446 @@
+"""The runner: imports one model's code, calls it when asked, and says how long the call took.
+
+    python -m pytest_kernelbench.judge.runner FD [SCRATCH]
+
+The candidate's runner is its own sandboxed process (:mod:`pytest_kernelbench.judge.sandbox`);
+the reference's runner is this same class on a thread of the supervisor, so both sides are timed
+by the same code. Requests and replies are :mod:`pytest_kernelbench.judge.protocol` messages on
+the Unix socket ``FD``; inputs and output slots are shared buffers
+(:mod:`pytest_kernelbench.judge.transport`) that the supervisor allocates and fills.
+
+Nothing this module reports is trusted: candidate code shares its process and can change any of
+it. The supervisor checks every output itself, gives every call fresh inputs, and compares the
+time claimed here with its own clock.
+
+Imports torch and the judge's protocol and transport modules only.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import os
+import platform
+import sys
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import protocol as p
+from .transport import MAX_FDS, Channel, ChannelClosed, SharedBuffer
+
+_perf_counter = time.perf_counter  # bound before any candidate code exists
+
+
+class Clocks:
+    """Times one call: L2 flush, whole-device sync, CUDA events around the call (CPU: perf_counter).
+
+    Work the call leaves running on other streams or threads shows up as a gap before a second end
+    event recorded after a whole-device sync; such a call is timed to that event (less the host's
+    own sync latency, calibrated with empty calls) and reported as ``offstream``.
+    """
+
+    def __init__(self, torch: Any, device: Any):
+        self.torch = torch
+        self.cuda = device.type == "cuda"
+        self.device = device
+        self.gap_ms: float | None = None
+        self.gap_threshold_ms = 0.0
+        if self.cuda:
+            l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 50 * 2**20)
+            self._flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize(self.device)
+
+    def _events_once(self, fn: Callable[[], Any]) -> tuple[float, float, Any]:
+        torch = self.torch
+        self._flush.zero_()
+        self.sync()
+        start, end, end_device = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        stream = torch.cuda.current_stream(self.device)
+        start.record(stream)
+        out = fn()
+        end.record(stream)
+        self.sync()  # waits for every stream's work, this thread's or another's
+        end_device.record(stream)
+        self.sync()
+        return float(start.elapsed_time(end)), float(start.elapsed_time(end_device)), out
+
+    def _calibrate(self) -> None:
+        gaps = sorted(total - fast for fast, total, _ in (self._events_once(lambda: None) for _ in range(31)))
+        self.gap_ms = gaps[len(gaps) // 2]
+        self.gap_threshold_ms = max(3 * self.gap_ms, gaps[-2] + 0.05)
+
+    def time_once(self, fn: Callable[[], Any]) -> tuple[float, Any, bool]:
+        """(milliseconds, the call's output, whether work outlived the call's stream)."""
+        if not self.cuda:
+            start = _perf_counter()
+            out = fn()
+            return (_perf_counter() - start) * 1e3, out, False
+        if self.gap_ms is None:
+            self._calibrate()
+        fast, total, out = self._events_once(fn)
+        if total - fast > self.gap_threshold_ms:
+            return total - self.gap_ms, out, True  # type: ignore[operator]
+        return fast, out, False
+
+    def graphed(self, fn: Callable[[], Any], warmup: int = 2) -> Callable[[], Any]:
+        """``fn`` captured once in a CUDA graph (warm-up calls on a side stream first); raises if it cannot be."""
+        torch = self.torch
+        current = torch.cuda.current_stream(self.device)
+        side = torch.cuda.Stream(device=self.device)
+        side.wait_stream(current)
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                fn()
+        current.wait_stream(side)
+        self.sync()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = fn()
+        self.sync()
+
+        def replay() -> Any:
+            graph.replay()
+            return out
+
+        replay.graph = graph  # type: ignore[attr-defined]
+        return replay
+
+
+def exc_text(exc: BaseException, limit: int = 8000) -> str:
+    """The traceback from the first frame outside this module (the model's or torch's code)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def _json_value(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else repr(value)
+    raise TypeError(type(value).__name__)
+
+
+class Runner:
+    def __init__(self, channel: Channel, scratch: Path):
+        self.channel = channel
+        self.scratch = scratch
+        self.buffers: dict[int, SharedBuffer] = {}
+        self.cls: Any = None
+        self.model: Any = None
+        self.compile_mode = ""
+        self.scrub_outputs = False
+        self.graph: Callable[[], Any] | None = None
+        self.graph_error = ""
+        self.torch: Any = None
+        self.device: Any = None
+        self.clocks: Clocks | None = None
+
+    def serve(self) -> None:
+        while True:
+            try:
+                message, fds = self.channel.recv(max_fds=MAX_FDS)
+            except ChannelClosed:
+                return
+            try:
+                request = p.parse_request(message)
+            except (TypeError, ValueError) as exc:
+                self.channel.send(p.error_reply(f"bad request: {exc}"))
+                continue
+            if isinstance(request, p.Exit):
+                return
+            try:
+                answer = getattr(self, f"on_{request.kind}")(request, fds)
+            except BaseException as exc:  # the model's exceptions, SystemExit and KeyboardInterrupt included
+                answer = p.error_reply(exc_text(exc))
+            self.channel.send(answer)
+
+    # -------------------------------------------------------------- requests
+
+    def on_setup(self, req: p.Setup, fds: list[int]) -> dict[str, Any]:
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(req.device, req.device_index) if req.device == "cuda" else torch.device("cpu")
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        if req.threads:
+            torch.set_num_threads(req.threads)
+        self.scrub_outputs = req.scrub_outputs
+        self.timer = req.timer
+        self.clocks = Clocks(torch, self.device)
+        return p.reply(p.Ready, device_name=_device_name(torch, self.device), versions=_versions(torch))
+
+    def on_map(self, req: p.MapBuffers, fds: list[int]) -> dict[str, Any]:
+        if len(fds) != len(req.ids) or len(req.nbytes) != len(req.ids):
+            for fd in fds:
+                os.close(fd)
+            return p.error_reply(f"{len(fds)} descriptors for {len(req.ids)} buffers")
+        for buf_id, nbytes, fd in zip(req.ids, req.nbytes, fds, strict=True):
+            self.buffers[buf_id] = SharedBuffer.open(fd, nbytes, self.device)
+        self.graph = None  # a captured graph reads the buffers it was captured with
+        return p.reply(p.Done)
+
+    def on_unmap(self, req: p.UnmapBuffers, fds: list[int]) -> dict[str, Any]:
+        self.graph = None
+        for buf_id in req.ids:
+            self.buffers.pop(buf_id, None)
+        gc.collect()
+        return p.reply(p.Done)
+
+    def on_load(self, req: p.Load, fds: list[int]) -> dict[str, Any]:
+        path = self.scratch / req.filename
+        path.write_text(req.source)
+        name = Path(req.filename).stem
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        if req.build_only:
+            return p.reply(p.Done)
+        cls = getattr(module, req.class_name, None)
+        if cls is None:
+            return p.error_reply(f"{req.filename} defines no {req.class_name} class")
+        self.cls, self.compile_mode = cls, req.compile_mode
+        return p.reply(p.Done)
+
+    def on_init(self, req: p.Init, fds: list[int]) -> dict[str, Any]:
+        torch = self.torch
+        args = [self.decode(node) for node in req.args]
+        torch.manual_seed(req.seed)
+        if self.device.type == "cuda":
+            torch.cuda.manual_seed_all(req.seed)
+        model = self.cls(*args).to(self.device)
+        if self.compile_mode:
+            model = torch.compile(model, mode=None if self.compile_mode == "default" else self.compile_mode)
+        self.model = model
+        self.clocks.sync()
+        return p.reply(p.Done)
+
+    def on_call(self, req: p.Call, fds: list[int]) -> dict[str, Any]:
+        torch = self.torch
+        args = [self.decode(node) for node in req.args]
+
+        def call() -> Any:
+            return self.model(*args)
+
+        fn = call
+        if req.graph and self.device.type == "cuda" and not self.graph_error:
+            if self.graph is None:
+                try:
+                    with torch.no_grad():
+                        self.graph = self.clocks.graphed(call)
+                except Exception as exc:  # noqa: BLE001 - timed with events instead, and the reply says why
+                    self.graph_error = f"{type(exc).__name__}: {exc}"[:300]
+                    self.clocks.sync()
+            fn = self.graph or call
+        with torch.no_grad():
+            ms, out, offstream = self.clocks.time_once(fn)
+            if req.expect is None:
+                answer = p.reply(p.Called, ms=ms, offstream=offstream, mismatch="", values=[], structure=self.describe(out),
+                                 graph_error=self.graph_error)
+            else:
+                values: list[Any] = []
+                mismatch = self.deliver(out, req.expect, "output", values)
+                self.clocks.sync()
+                answer = p.reply(p.Called, ms=ms, offstream=offstream, mismatch=mismatch, values=values, structure=None,
+                                 graph_error=self.graph_error)
+            if self.scrub_outputs and fn is call:
+                _scrub(torch, out)
+        del out
+        return answer
+
+    def on_trace(self, req: p.Trace, fds: list[int]) -> dict[str, Any]:
+        args = [self.decode(node) for node in req.args]
+        with self.torch.no_grad():
+            if req.all_threads:
+                ops, all_threads = trace_all_threads(self.torch, lambda: self.model(*args), self.clocks.sync)
+            else:
+                ops, all_threads = trace_this_thread(self.torch, lambda: self.model(*args)), False
+        return p.reply(p.Traced, ops=ops, all_threads=all_threads)
+
+    def on_release(self, req: p.Release, fds: list[int]) -> dict[str, Any]:
+        self.graph = None
+        gc.collect()
+        if self.device is not None and self.device.type == "cuda":
+            self.torch.cuda.empty_cache()
+        return p.reply(p.Done)
+
+    # -------------------------------------------------------------- values
+
+    def decode(self, node: p.Node) -> Any:
+        if "t" in node:
+            ref = node["t"]
+            return self.buffers[ref["buf"]].view(getattr(self.torch, ref["dtype"]), ref["shape"], ref["stride"], ref["offset"])
+        if "v" in node:
+            return node["v"]
+        if "seq" in node:
+            items = [self.decode(item) for item in node["seq"]]
+            return tuple(items) if node.get("tuple") else items
+        if "map" in node:
+            return {key: self.decode(item) for key, item in node["map"]}
+        raise ValueError(f"unknown value node {sorted(node)}")
+
+    def describe(self, out: Any) -> p.Node:
+        torch = self.torch
+        if isinstance(out, torch.Tensor):
+            return {"t": {"dtype": str(out.dtype).removeprefix("torch."), "shape": list(out.shape)}}
+        if isinstance(out, (list, tuple)):
+            return {"seq": [self.describe(item) for item in out], "tuple": isinstance(out, tuple)}
+        if isinstance(out, dict):
+            return {"map": [[str(k), self.describe(v)] for k, v in out.items()]}
+        return {"v": _json_value(out)}
+
+    def deliver(self, out: Any, expect: p.Node, where: str, values: list[Any]) -> str:
+        """Copy ``out`` into the slots ``expect`` names; '' or why it does not fit."""
+        torch = self.torch
+        if "t" in expect:
+            slot = self.decode(expect)
+            if not isinstance(out, torch.Tensor):
+                return f"{where}: got {_kind(out)}, expected a tensor"
+            if type(out) is not torch.Tensor and not isinstance(out, torch.nn.Parameter):
+                return f"{where}: a {type(out).__name__} (tensor subclass), expected a plain tensor"
+            if tuple(out.shape) != tuple(slot.shape):
+                return f"{where}: shape {tuple(out.shape)}, expected {tuple(slot.shape)}"
+            if out.dtype != slot.dtype:
+                return f"{where}: dtype {out.dtype}, expected {slot.dtype}"
+            if out.device.type != slot.device.type:
+                return f"{where}: on {out.device}, expected {slot.device}"
+            slot.copy_(out.detach())
+            return ""
+        if "v" in expect:
+            if isinstance(out, torch.Tensor):
+                return f"{where}: got a tensor, expected {_kind(expect['v'])}"
+            try:
+                values.append(_json_value(out))
+            except TypeError:
+                return f"{where}: got {_kind(out)}, expected {_kind(expect['v'])}"
+            return ""
+        if "seq" in expect:
+            items = expect["seq"]
+            if not isinstance(out, (list, tuple)) or len(out) != len(items):
+                return f"{where}: got {_kind(out)}, expected a sequence of {len(items)} values"
+            for i, (item, node) in enumerate(zip(out, items, strict=True)):
+                why = self.deliver(item, node, f"{where} {i}" if where == "output" else f"{where}[{i}]", values)
+                if why:
+                    return why
+            return ""
+        keys = [key for key, _ in expect["map"]]
+        if not isinstance(out, dict) or sorted(map(str, out)) != sorted(keys):
+            return f"{where}: got {_kind(out)}, expected a dict with keys {keys}"
+        by_name = {str(k): v for k, v in out.items()}
+        for key, node in expect["map"]:
+            why = self.deliver(by_name[key], node, f"{where}[{key!r}]", values)
+            if why:
+                return why
+        return ""
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)} values"
+    if isinstance(value, dict):
+        return f"a dict of {len(value)} values"
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
+def _scrub(torch: Any, out: Any) -> None:
+    """Overwrite the reference's own output once copied: freed memory must hold no answer."""
+    if isinstance(out, torch.Tensor):
+        try:
+            out.detach().fill_(float("nan")) if out.is_floating_point() else out.detach().zero_()
+        except RuntimeError:
+            pass
+    elif isinstance(out, (list, tuple)):
+        for item in out:
+            _scrub(torch, item)
+    elif isinstance(out, dict):
+        for item in out.values():
+            _scrub(torch, item)
+
+
+def trace_this_thread(torch: Any, fn: Callable[[], Any]) -> dict[str, int]:
+    """ATen operator counts of one call on the calling thread (a dispatch mode: no start-up cost)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    counts: Counter[str] = Counter()
+
+    class Recorder(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:  # else the first call imports torch._dynamo (~2 s)
+            return False
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            counts[f"aten.{func._schema.name.split('::')[-1]}"] += 1
+            return func(*args, **(kwargs or {}))
+
+    with Recorder():
+        fn()
+    return dict(counts.most_common())
+
+
+def trace_all_threads(torch: Any, fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[dict[str, int], bool]:
+    """ATen operator counts of one call, from every thread (``profile_all_threads`` where torch has it)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    config, all_threads = None, False
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        config, all_threads = _ExperimentalConfig(profile_all_threads=True), True
+    except (ImportError, TypeError):
+        pass
+    with profile(activities=[ProfilerActivity.CPU], experimental_config=config) as prof:
+        fn()
+        sync()
+    counts = Counter(f"aten.{e.name[6:]}" for e in prof.events() if e.name.startswith("aten::"))
+    return dict(counts.most_common()), all_threads
+
+
+def _device_name(torch: Any, device: Any) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _versions(torch: Any) -> dict[str, str]:
+    versions = {"python": platform.python_version(), "torch": torch.__version__}
+    if torch.version.cuda:
+        versions["cuda"] = torch.version.cuda
+    triton = sys.modules.get("triton")
+    if triton is not None:
+        versions["triton"] = str(getattr(triton, "__version__", ""))
+    return versions
+
+
+def main(argv: list[str]) -> int:
+    import faulthandler
+
+    faulthandler.enable()  # a segfault in the model leaves its Python stack in the runner's log
+    channel = Channel.from_fd(int(argv[1]))
+    scratch = Path(argv[2]) if len(argv) > 2 else Path.cwd()
+    Runner(channel, scratch).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    code = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # skip interpreter teardown: candidate threads or atexit hooks must not hang the exit

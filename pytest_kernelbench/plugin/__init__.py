@@ -1,0 +1,398 @@
+"""The pytest plugin: options, items, fixtures and reports.
+
+Every selected problem becomes one item ``test_kernel[L1-19_ReLU]`` of the module
+``pytest_kernelbench/plugin/kernel_items.py``, which the plugin adds to the session's
+arguments, so a run works from any folder with no test file of the user's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..build.pool import Prebuilder, default_build_jobs
+from ..candidates import BASELINE, Candidate, candidate_paths, find_candidate
+from ..config import EvalConfig, add_judge_options, judge_values
+from ..errors import KernelBenchUsageError
+from ..problems import Problem, dataset_specs, parse_id_ranges, parse_levels, select_problems
+from ..report import progress
+from ..report.terminal import render_summary
+from ..report.writer import ReportWriter, environment
+from ..result import EvalResult
+from . import benchmark_bridge
+from .session import KernelBenchSession, result_key, session_key
+
+ITEMS_MODULE = Path(__file__).with_name("kernel_items.py")
+# Options whose presence on the command line asks for a kernelbench run (kb_model: kbagent's --model).
+_TRIGGERS = ("kb_level", "kb_problems", "kb_dataset", "kb_solutions", "kb_model")
+_HAS_PYTEST_TIMEOUT = importlib.util.find_spec("pytest_timeout") is not None
+__all__ = ["KernelBenchSession", "result_key", "session_key"]
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kernelbench", "KernelBench problems as pytest items")
+    group.addoption("--level", dest="kb_level", help="problem level(s): mini (bundled, default), 0, 1, 2, 3, 3-metr, 4, 5; comma-separated")
+    group.addoption("--problems", dest="kb_problems", help="problem ids and inclusive ranges, e.g. 1-5,7")
+    group.addoption(
+        "--dataset",
+        dest="kb_dataset",
+        action="append",
+        help="KernelBench problems: a problems.jsonl, a folder of them, a KernelBench checkout, or 'hf' "
+        "(repeatable; env KERNELBENCH_DATASET)",
+    )
+    group.addoption("--solutions", dest="kb_solutions", help="folder of ModelNew files (solutions/<level>/<name>.py), or 'baseline'")
+    # The judge's own options (device, timeout, tolerances, timer, sandbox, ...): one table, shared with kbagent.
+    add_judge_options(group.addoption, pytest=True, leave_out=frozenset({"--timeout"}) if _HAS_PYTEST_TIMEOUT else frozenset())
+    group.addoption("--kb-report", dest="kb_report", help="write every result and the run's metadata to this JSON file")
+    group.addoption("--min-speedup", dest="kb_min_speedup", type=float, default=0.0, help="fail correct items slower than this")
+    group.addoption(
+        "--kb-progress",
+        dest="kb_progress",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="progress lines (built/judged/failed, ETA) during long runs; auto: on unless -q or CI is set",
+    )
+    group.addoption(
+        "--kb-progress-interval", dest="kb_progress_interval", type=float, default=30.0, help="seconds between progress lines"
+    )
+    group.addoption(
+        "--build-jobs",
+        dest="kb_build_jobs",
+        type=int,
+        default=None,
+        help="parallel ahead-of-time builds of load_inline candidates (default: the CPU core count; 0: off)",
+    )
+    group.addoption(
+        "--ray-address",
+        dest="kb_ray_address",
+        help="judge on a Ray cluster: auto, HOST:PORT, or local (an in-process instance); one task and one GPU per candidate",
+    )
+    group.addoption("--shard", dest="kb_shard", help="run shard I of N (1-based, e.g. 2/4): a deterministic split of the problems")
+    parser.addini("kb_run_by_default", "run the kernelbench items when pytest gets no path arguments", type="bool", default=False)
+    parser.addini("kb_solutions", "default --solutions, relative to the rootdir", default="")
+
+
+def _active(config: pytest.Config) -> bool:
+    if any(config.getoption(name, None) for name in _TRIGGERS):
+        return True
+    return bool(config.getini("kb_run_by_default")) and config.args_source != pytest.Config.ArgsSource.ARGS
+
+
+def _pick_device(requested: str | None) -> str:
+    import torch
+
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise KernelBenchUsageError("--device cuda: no CUDA device is visible (torch.cuda.is_available() is False); use --device cpu")
+    return requested or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _timeout(config: pytest.Config) -> float:
+    value = config.getoption("kb_timeout")
+    if value is None and _HAS_PYTEST_TIMEOUT:
+        value = config.getoption("timeout", None) or None  # pytest-timeout owns --timeout
+    if value is not None and value <= 0:
+        raise KernelBenchUsageError(f"--timeout {value:g}: must be a positive number of seconds")
+    return float(value or EvalConfig.timeout)
+
+
+def _solutions(config: pytest.Config) -> str:
+    value = config.getoption("kb_solutions") or config.getini("kb_solutions") or BASELINE
+    if value == BASELINE:
+        return value
+    path = Path(value)
+    if not path.is_absolute() and not config.getoption("kb_solutions"):
+        path = config.rootpath / path
+    if not path.is_dir():
+        raise KernelBenchUsageError(f"--solutions {value}: no such folder; pass a folder of ModelNew files or 'baseline'")
+    return str(path.resolve())
+
+
+def _build_session(config: pytest.Config) -> KernelBenchSession:
+    levels = parse_levels(config.getoption("kb_level"))
+    ids = parse_id_ranges(config.getoption("kb_problems"))
+    problems = select_problems(levels, ids, dataset_specs(config.getoption("kb_dataset")))
+    problems = shard(problems, config.getoption("kb_shard"))
+    values = judge_values(config.getoption)
+    values["device"] = _pick_device(values.get("device"))
+    values["timeout"] = _timeout(config)
+    if values.get("trials", 1) < 1:
+        raise KernelBenchUsageError("--trials must be at least 1")
+    eval_config = EvalConfig(device_index=_device_index(config), **values)
+    _check_sandbox(eval_config)
+    if (config.getoption("kb_build_jobs") or 0) < 0:
+        raise KernelBenchUsageError("--build-jobs must be 0 (off) or more")
+    return KernelBenchSession(problems, _solutions(config), eval_config, config.getoption("kb_min_speedup"))
+
+
+def _check_sandbox(config: EvalConfig) -> None:
+    from ..judge.sandbox import SandboxUnavailable, resolve
+
+    try:
+        resolve(config.sandbox)
+    except SandboxUnavailable as exc:
+        raise KernelBenchUsageError(str(exc)) from None
+
+
+def shard(problems: list[Problem], spec: str | None) -> list[Problem]:
+    """``I/N``: every N-th problem starting at the I-th, in the stable problem order (level, id)."""
+    if not spec:
+        return problems
+    index, _, count = spec.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i = n = 0
+    if not (n >= 1 and 1 <= i <= n):
+        raise KernelBenchUsageError(f"--shard {spec}: expected I/N with 1 <= I <= N, e.g. --shard 2/4")
+    return problems[i - 1 :: n]
+
+
+def _report_writer(config: pytest.Config, session: KernelBenchSession) -> ReportWriter:
+    options = {
+        "levels": sorted({p.level for p in session.problems}),
+        "problems": config.getoption("kb_problems"),
+        "datasets": dataset_specs(config.getoption("kb_dataset")),
+        "solutions": session.solutions,
+        "min_speedup": session.min_speedup,
+        **session.eval_config.public(),
+    }
+    return ReportWriter(config.getoption("kb_report"), options, environment(session.eval_config.device_label))
+
+
+def _device_index(config: pytest.Config) -> int:
+    """xdist workers spread over the visible GPUs: gw0 -> cuda:0, gw1 -> cuda:1, ..."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return 0
+    try:
+        import torch
+
+        count = torch.cuda.device_count()
+    except ImportError:
+        count = 0
+    return int(worker[2:]) % count if count else 0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped without one")
+    # Our items record JUnit properties on purpose; readers of the XML (CI dashboards) accept them.
+    config.addinivalue_line("filterwarnings", "ignore:record_property is incompatible with junit_family")
+    if not _active(config):
+        return
+    try:
+        session = _build_session(config)
+    except KernelBenchUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[session_key] = session
+    items = str(ITEMS_MODULE)
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        config.args.append(items)
+    else:
+        config.args[:] = [items]
+    if not hasattr(config, "workerinput"):  # xdist workers send their reports to the controller
+        config.pluginmanager.register(ResultReporter(session, _report_writer(config, session)), "kernelbench-reporter")
+    if config.pluginmanager.hasplugin("benchmark"):
+        config.pluginmanager.register(benchmark_bridge, "kernelbench-benchmark-bridge")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    session = config.stash.get(session_key, None)
+    if session is None:
+        return []
+    from ..judge.sandbox import resolve
+
+    cfg = session.eval_config
+    levels = sorted({p.level for p in session.problems})
+    return [
+        f"kernelbench: {len(session.problems)} problems (level {', '.join(levels)}), candidates: {session.solutions}, "
+        f"device: {cfg.device_label}, mode: {cfg.mode}, timeout: {cfg.timeout:g}s, atol/rtol: {cfg.atol:g}/{cfg.rtol:g}",
+        f"kernelbench: candidate runners: sandbox {resolve(cfg.sandbox).label}",
+    ]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "kb_problem" not in metafunc.fixturenames:
+        return
+    session = metafunc.config.stash.get(session_key, None)
+    problems = session.problems if session else []
+    marks = {"4": pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason=_LEVEL4_REASON)}
+    timeout = session.eval_config.timeout if session else 300.0
+    params = [
+        pytest.param(
+            p,
+            id=p.id,
+            marks=[m for m in (marks.get(p.level), _pytest_timeout_mark(timeout)) if m is not None],
+        )
+        for p in problems
+    ]
+    metafunc.parametrize("kb_problem", params)
+
+
+_LEVEL4_REASON = "level 4 needs Hugging Face transformers and model weights: pip install transformers and make the weights loadable"
+
+
+def _pytest_timeout_mark(timeout: float) -> Any:
+    # With pytest-timeout installed, give items room beyond our own per-candidate limit.
+    return pytest.mark.timeout(timeout * 2 + 120) if _HAS_PYTEST_TIMEOUT else None
+
+
+@pytest.fixture
+def kb_session(request: pytest.FixtureRequest) -> KernelBenchSession:
+    session = request.config.stash.get(session_key, None)
+    if session is None:
+        pytest.skip("not a kernelbench run")
+    return session
+
+
+@pytest.fixture
+def kb_candidate(kb_problem: Problem, kb_session: KernelBenchSession, request: pytest.FixtureRequest) -> Candidate:
+    """The candidate to judge: from a plugin (kbagent's search), else the solutions folder; skips when there is none."""
+    supplied = request.config.hook.pytest_kernelbench_candidate(problem=kb_problem, session=kb_session, request=request)
+    if supplied is not None:
+        return supplied
+    device = kb_session.eval_config.device
+    candidate = find_candidate(kb_session.solutions, kb_problem, device)
+    if candidate is None:
+        looked = ", ".join(p.name for p in candidate_paths(Path(kb_session.solutions), kb_problem, device)[:2])
+        pytest.skip(
+            f"no solution for {kb_problem.id} in {kb_session.solutions} "
+            f"(looked for {looked} under level{kb_problem.level}/, {kb_problem.level}/ and the folder itself)"
+        )
+    return candidate
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Our items are benchmarks: let pytest-benchmark see that (--benchmark-only / --benchmark-skip).
+    if config.pluginmanager.hasplugin("benchmark"):
+        for item in items:
+            names = getattr(item, "fixturenames", None)
+            if names is not None and "kb_problem" in names and "benchmark" not in names:
+                names.append("benchmark")
+
+
+prebuilder_key = pytest.StashKey["Prebuilder"]()
+remote_key = pytest.StashKey["RayEvaluator"]()
+
+
+def judge(config: pytest.Config, problem: Problem, candidate: Candidate, session: KernelBenchSession) -> EvalResult:
+    """One item's result: from the Ray cluster when ``--ray-address`` is given, else judged here."""
+    remote = config.stash.get(remote_key, None)
+    if remote is not None:
+        return remote.result(problem, candidate)
+    from ..judge.controller import evaluate
+
+    return evaluate(problem, candidate, session.eval_config)
+
+
+def _planned(session: pytest.Session, kb: KernelBenchSession) -> list[tuple[Problem, Candidate]]:
+    planned = []
+    for item in session.items:
+        problem = getattr(item, "callspec", None) and item.callspec.params.get("kb_problem")
+        if isinstance(problem, Problem):
+            candidate = find_candidate(kb.solutions, problem, kb.eval_config.device)
+            if candidate is not None:
+                planned.append((problem, candidate))
+    return planned
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the work ahead of the items: every evaluation on the Ray cluster, or the build pool.
+
+    Under xdist every worker collects every item; only gw0 runs the pool, and the
+    keyed build cache lets any worker use what it built (or wait for a build in flight).
+    """
+    config = session.config
+    kb = config.stash.get(session_key, None)
+    if kb is None or config.getoption("kb_model", None) or config.getoption("collectonly"):
+        return
+    address = config.getoption("kb_ray_address")
+    if address:
+        from ..judge.remote import RayEvaluator
+
+        remote = RayEvaluator(address, kb.eval_config)
+        config.stash[remote_key] = remote
+        for problem, candidate in _planned(session, kb):
+            remote.submit(problem, candidate)
+        return
+    if kb.solutions == BASELINE:
+        return
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        return
+    jobs = config.getoption("kb_build_jobs")
+    jobs = default_build_jobs() if jobs is None else jobs
+    if jobs == 0:
+        return
+    prebuilder = Prebuilder(kb.eval_config, jobs)
+    config.stash[prebuilder_key] = prebuilder
+    for problem, candidate in _planned(session, kb):
+        prebuilder.submit(problem, candidate)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    kb = config.stash.get(session_key, None)
+    if kb is None or hasattr(config, "workerinput"):
+        return
+    if not progress.wanted(config.getoption("kb_progress"), config.get_verbosity()):
+        return
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None:
+        line = progress.ProgressLine(len(kb.problems), interval=config.getoption("kb_progress_interval"))
+        config.pluginmanager.register(progress.ProgressReporter(line, terminal), "kernelbench-progress")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    prebuilder = session.config.stash.get(prebuilder_key, None)
+    if prebuilder is not None:
+        prebuilder.close(wait=False)  # every item has run: builds still in flight are for nothing
+    remote = session.config.stash.get(remote_key, None)
+    if remote is not None:
+        remote.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    result = item.stash.get(result_key, None)
+    if result is not None and report.when == "call":
+        report.kb_result = result.to_dict()  # travels to the xdist controller with the report
+    return report
+
+
+class ResultReporter:
+    """Controller-side: gathers every item's result as its report arrives (also from xdist workers),
+    writes the JSON report as it goes, and prints the summary table at the end."""
+
+    def __init__(self, session: KernelBenchSession, writer: ReportWriter):
+        self.session = session
+        self.writer = writer
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "kb_result", None)
+        if data:
+            self.writer.add(EvalResult.from_dict(data))
+
+    def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
+        self.writer.close()
+        if not self.writer.results:
+            return
+        tw = terminalreporter._tw
+        text = render_summary(
+            self.writer.results, verbose=config.getoption("verbose") > 0, width=max(tw.fullwidth, 60), color=tw.hasmarkup
+        )
+        terminalreporter.write_sep("=", "kernelbench")
+        terminalreporter.write(text)
+        if self.writer.path:
+            terminalreporter.write_line(f"kernelbench report: {self.writer.path}")

@@ -1,0 +1,58 @@
+"""The rich summary table printed at the end of a session (and by ``kbagent``)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+
+from ..result import EvalResult
+from .summary import FAST_P, summarize
+
+_STYLE = {"correct": "green", "incorrect": "red", "timeout": "magenta", "rejected": "bold red"}
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def render_summary(results: list[EvalResult], *, verbose: bool, width: int = 100, color: bool = False) -> str:
+    """The summary as text (with ANSI colour when ``color``), ready to write to a terminal."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=color, color_system="standard" if color else None)
+    stats = summarize(results)
+    if verbose:
+        rows = Table(title="kernelbench results", show_lines=False)
+        for column in ("problem", "outcome", "ref ms", "new ms", "speedup", "reward", "stage"):
+            rows.add_column(column, justify="right" if "ms" in column or column in ("speedup", "reward") else "left")
+        for r in results:
+            style = _STYLE.get(r.outcome.value, "yellow")
+            suspect = " [yellow](near-constant output: speedup suspect)[/]" if r.extra.get("suspect_constant_output") else ""
+            rows.add_row(
+                r.problem + suspect,
+                f"[{style}]{r.outcome.value}[/]",
+                _ms(r.ref_ms),
+                _ms(r.new_ms),
+                "-" if r.speedup is None else f"{r.speedup:.2f}x",
+                "-" if r.reward is None else f"{r.reward:+.2f}",
+                "" if r.correct else r.stage,
+            )
+        console.print(rows)
+    table = Table(title=f"kernelbench summary: {stats['total']} judged")
+    table.add_column("outcome")
+    table.add_column("count", justify="right")
+    for outcome, count in stats["outcomes"].items():
+        if count:
+            table.add_row(f"[{_STYLE.get(outcome, 'yellow')}]{outcome}[/]", str(count))
+    for p in FAST_P:
+        table.add_row(f"fast_{p:g}", f"{stats['fast_p'][f'fast_{p:g}']:.1%}")
+    geo = stats["geomean_speedup"]
+    table.add_row("geomean speedup (correct)", "-" if geo is None else f"{geo:.3f}x")
+    console.print(table)
+    if stats["suspect_constant_output"]:
+        console.print(
+            f"[yellow]near-constant reference output (speedups suspect):[/] {', '.join(stats['suspect_constant_output'])}",
+            highlight=False,
+        )
+    return buffer.getvalue()

@@ -1,0 +1,23 @@
+"""The same clock forgery on a problem whose calls are shorter than the supervisor's clock can
+resolve: not caught as a lie, but the speedup printed is the one the wall clock vouches for."""
+# judge: correct
+# speedup-below: 2.0
+import sys
+
+import torch
+import torch.nn as nn
+
+_runner = sys.modules.get("pytest_kernelbench.judge.runner")
+if _runner is not None:
+    _real = _runner._perf_counter
+    _start = _real()
+    _runner._perf_counter = lambda: _start + (_real() - _start) * 0.001
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x):
+        return torch.relu(self.linear(x))
