@@ -90,7 +90,7 @@ def test_resume_after_sigkill_redoes_no_finished_call_or_evaluation(tmp_path):
         ([str(TINY_PROBLEM), "--model", "scripted/reference", "--strategy", "greedy"], "unknown strategy 'greedy'"),
         ([str(TINY_PROBLEM), "--model", "scripted/nonesuch"], "unknown scripted model 'scripted/nonesuch'"),
         ([str(TINY_PROBLEM), "--model", "scripted/reference", "--num-samples", "many"], "Invalid value for '--num-samples'"),
-        ([str(TINY_PROBLEM), "--model", "scripted/reference", "--device", "tpu"], "--device tpu: choose cpu or cuda"),
+        ([str(TINY_PROBLEM), "--model", "scripted/reference", "--device", "tpu"], "'--device': 'tpu': choose cpu, cuda"),
         (["--resume"], "--resume needs --out RUN_FOLDER"),
     ],
 )

@@ -20,14 +20,19 @@ def test_correct_candidate_has_speedup_timings_and_metadata():
     result = judge("correct")
     assert result.outcome is Outcome.CORRECT, result.message
     assert "min_free_gib_at_lock" not in result.extra  # a CUDA-only figure
-    assert result.speedup == pytest.approx(result.ref.median / result.new.median)
+    # the event speedup, unless the supervisor's clock cannot vouch for that much gain (stats.wall_check)
+    event = result.ref.median / result.new.median
+    capped = result.extra["speedup_capped"]
+    assert result.speedup == pytest.approx(event) if not capped else result.speedup < event
+    assert result.extra["wall_check"]["ok"] is True and result.extra["sandbox"]
     assert result.reward == pytest.approx(result.speedup - 1)
     assert result.ref.rounds == len(result.ref.samples) >= 5
     assert result.new.rounds == len(result.new.samples) >= 5
     assert result.ref.min <= result.ref.median <= result.ref.max
     assert result.trials == 3 and result.max_abs_diff < 1e-4
     assert result.versions["torch"] and result.device == "cpu" and result.device_name
-    assert {"compile", "init", "run", "compare", "time"} <= set(result.stage_seconds)
+    assert {"reference", "compile", "init", "run", "compare", "trace", "time", "recheck"} <= set(result.stage_seconds)
+    assert result.extra["checked_calls"] == result.new.rounds + 3  # every timed and warm-up call's output was compared
     assert len(result.source_hash) == 16
 
 
@@ -45,8 +50,8 @@ def test_baseline_is_correct_with_speedup_near_one():
         ("init_error", Outcome.INIT_ERROR, "init", "cannot build this kernel for 128 features", -4),
         ("runtime_error", Outcome.RUNTIME_ERROR, "run", "invalid configuration argument", -3),
         ("rejected", Outcome.REJECTED, "compare", "modified input 0 in place", -2),
-        ("unknown_error", Outcome.UNKNOWN_ERROR, "run", "exited with code 0 during stage 'run' without reporting", -6),
-        ("segfault", Outcome.RUNTIME_ERROR, "run", "SIGSEGV", -3),
+        ("unknown_error", Outcome.RUNTIME_ERROR, "run", "exited with code 0 during stage 'run' without answering", -3),
+        ("segfault", Outcome.RUNTIME_ERROR, "run", "killed by SIGSEGV", -3),
     ],
 )
 def test_broken_candidates_get_their_outcome(name, outcome, stage, says, reward):
@@ -76,7 +81,7 @@ def test_building_the_reference_does_not_count_against_the_candidates_timeout():
 def test_a_reference_slower_than_the_setup_limit_is_reported_as_the_harness_fault():
     # 15 s: python and torch start in ~3 s, more on a loaded CI machine; the reference needs 120 s
     result = evaluate(_slow_reference(120), baseline_candidate(tiny_problem()), cpu_config(setup_timeout=15))
-    assert result.outcome is Outcome.UNKNOWN_ERROR
+    assert result.outcome is Outcome.HARNESS_ERROR and result.reward is None
     assert "harness took more than 15 s" in result.message and result.stage == "reference"
     assert result.wall_seconds < 60
 
@@ -97,23 +102,39 @@ def _alive(pid):
     return True
 
 
-def test_forked_children_are_killed_with_the_worker(tmp_path):
-    marker = tmp_path / "child.pid"
-    source = broken("fork_hang").source.replace(
-        "time.sleep(3600)  # an orphan", f"open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(3600)  # an orphan"
-    )
+def _alive_with(marker):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if marker.encode() in open(f"/proc/{entry}/cmdline", "rb").read():
+                    found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.parametrize("sandbox", ["auto", "off"])
+def test_forked_children_are_killed_with_the_runner(sandbox):
+    """The hanging candidate's forked child (renamed by exec so that it can be found) is gone with the judge,
+    in the sandbox (its PID namespace dies) and without one (the supervisor is the orphans' subreaper)."""
+    import uuid
+
     from pytest_kernelbench.candidates import Candidate
 
-    result = evaluate(tiny_problem(), Candidate(source, "", "fork"), cpu_config(timeout=6))
+    marker = f"kb-orphan-{uuid.uuid4().hex}"
+    orphan = f"os.execv(__import__('sys').executable, ['python', '-c', 'import time; time.sleep(3600)', {marker!r}])"
+    child = f"            os.setsid()\n            {orphan}"
+    source = broken("fork_hang").source.replace("            time.sleep(3600)  # an orphan that must not outlive the evaluation", child)
+    result = evaluate(tiny_problem(), Candidate(source, "", "fork"), cpu_config(timeout=6, sandbox=sandbox))
     assert result.outcome is Outcome.TIMEOUT
-    child = int(marker.read_text())
-    for _ in range(50):
-        if not _alive(child):
-            break
+    deadline = time.monotonic() + 5
+    while _alive_with(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
-    else:
-        os.kill(child, signal.SIGKILL)
-        pytest.fail("the candidate's forked child outlived the evaluation")
+    survivors = _alive_with(marker)
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, "the candidate's forked child outlived the evaluation"
 
 
 def test_log_flood_is_truncated_and_still_a_result():
@@ -131,15 +152,6 @@ def test_candidate_without_modelnew_is_a_compile_error(tmp_path):
     assert result.outcome is Outcome.COMPILE_ERROR and "defines no ModelNew" in result.message
 
 
-def test_patched_clock_is_rejected():
-    from pytest_kernelbench.candidates import Candidate
-
-    source = broken("correct").source + "\nimport time\n_real = time.perf_counter\ntime.perf_counter = lambda: _real() * 0.5\n"
-    result = evaluate(tiny_problem(), Candidate(source, "", "clock"), cpu_config())
-    assert result.outcome is Outcome.REJECTED
-    assert "time.perf_counter" in result.message
-
-
 def test_result_round_trips_through_json():
     from pytest_kernelbench.result import EvalResult
 
@@ -152,26 +164,40 @@ def test_result_round_trips_through_json():
 def test_host_memory_limit_turns_a_hoarder_into_a_runtime_error():
     result = judge("host_oom", max_memory_gb=4)
     assert result.outcome is Outcome.RUNTIME_ERROR
-    assert "can't allocate memory" in result.message
+    assert "used more than 4 GB of host memory during stage 'run'" in result.message
 
 
+_BIG_INPUT_PROBLEM = '''
+import torch
+import torch.nn as nn
 
-def test_a_lock_kept_by_a_failed_phase_is_released_once_its_memory_is_dropped(tmp_path):
-    """worker.main releases the device locks a failing phase kept (after dropping the phase's tensors)."""
-    from filelock import FileLock, Timeout
 
-    from pytest_kernelbench import worker
+class Model(nn.Module):
+    def forward(self, x):
+        return x.sum(dim=1)
 
-    held = FileLock(str(tmp_path / "dev.lock"), is_singleton=False)
-    held.acquire()
-    worker.LOCKS_HELD_AFTER_FAILURE.append(held)
-    other = FileLock(str(tmp_path / "dev.lock"), is_singleton=False)
-    with pytest.raises(Timeout):
-        other.acquire(timeout=0)
-    worker._release_locks_after_failure()
-    other.acquire(timeout=0)
-    other.release()
-    assert not worker.LOCKS_HELD_AFTER_FAILURE
+
+def get_inputs():
+    return [torch.rand(256, 256 * 1024)]  # 256 MiB
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_the_harness_own_input_copies_are_not_charged_to_the_candidates_memory_limit(tmp_path):
+    """256 MiB of inputs against a 0.5 GB limit: the supervisor's copies and the shared input buffer the
+    candidate reads are the harness's memory, not the candidate's (its own use is well under the limit)."""
+    from pytest_kernelbench.candidates import baseline_candidate
+    from pytest_kernelbench.problems import problem_from_path
+
+    path = tmp_path / "1_BigRowSum.py"
+    path.write_text(_BIG_INPUT_PROBLEM)
+    problem = problem_from_path(path)
+    result = evaluate(problem, baseline_candidate(problem), cpu_config(max_memory_gb=0.5, trials=1, min_reps=3, warmup=1))
+    assert result.outcome is Outcome.CORRECT, result.message
+
 
 
 def test_no_earlier_input_set_outlives_its_phase():
@@ -193,96 +219,50 @@ def test_no_earlier_input_set_outlives_its_phase():
     assert result.outcome is Outcome.CORRECT, result.message
 
 
-_LOGGING_MODEL = '''
+_FRESH_VALUES = """
+import hashlib
+
 import torch
 import torch.nn as nn
 
 
-class {name}(nn.Module):
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+        self.seen = set()
+
     def forward(self, x):
-        with open({log!r}, "a") as f:
-            f.write(f"{name} {{x.data_ptr()}}\\n")
-        return x * 2.0
-'''
-_LOGGING_PROBLEM_TAIL = '''
-
-def get_inputs():
-    return [torch.randn(64, 64)]
+        digest = hashlib.sha256(x.detach().cpu().numpy().tobytes()).hexdigest()
+        repeated = digest in self.seen
+        self.seen.add(digest)
+        out = torch.relu(self.linear(x))
+        return out * 0 if repeated else out  # wrong the first time any input values come back
+"""
 
 
-def get_init_inputs():
-    return []
-'''
-
-
-@pytest.mark.parametrize("placement", ["separate", "shared"])
-def test_shared_placement_times_both_sides_on_one_input_buffer(tmp_path, placement):
+def test_no_two_calls_ever_get_the_same_input_values():
     from pytest_kernelbench.candidates import Candidate
+
+    result = evaluate(tiny_problem(), Candidate(_FRESH_VALUES, "", "fresh"), cpu_config())
+    assert result.outcome is Outcome.CORRECT, result.message
+    assert result.extra["checked_calls"] >= 10
+
+
+def test_a_problem_that_cannot_make_inputs_is_the_harness_fault(tmp_path):
+    from pytest_kernelbench.candidates import baseline_candidate
     from pytest_kernelbench.problems import problem_from_path
 
-    log = tmp_path / "calls.log"
-    path = tmp_path / "1_Double.py"
-    path.write_text(_LOGGING_MODEL.format(name="Model", log=str(log)) + _LOGGING_PROBLEM_TAIL)
-    candidate = Candidate(_LOGGING_MODEL.format(name="ModelNew", log=str(log)), "", "logs its input's address")
-    result = evaluate(problem_from_path(path), candidate, cpu_config(placement=placement))
-    assert result.outcome is Outcome.CORRECT, result.message
-    calls = [line.split() for line in log.read_text().splitlines()]
-    # Most calls are the timed ones (warm-up + repetitions): each side's most common input address is its timed one.
-    timed = {side: max(ptrs := [p for s, p in calls if s == side], key=ptrs.count) for side in ("Model", "ModelNew")}
-    if placement == "shared":
-        assert timed["Model"] == timed["ModelNew"]
-        assert result.extra["placement"] == "shared"
-    else:
-        assert timed["Model"] != timed["ModelNew"]
-        assert "placement" not in result.extra
+    path = tmp_path / "1_Broken.py"
+    path.write_text(tiny_problem().source.replace("return [torch.randn(32, features)]", "raise ValueError('no inputs today')"))
+    problem = problem_from_path(path)
+    result = evaluate(problem, baseline_candidate(problem), cpu_config())
+    assert result.outcome is Outcome.HARNESS_ERROR and result.reward is None and result.stage == "reference"
+    assert "no inputs today" in result.message
 
 
-def test_a_before_hook_runs_ahead_of_every_call_and_outputs_are_freed_between_calls():
-    import weakref
-
-    import torch
-
-    from pytest_kernelbench.timing import Clocks, time_interleaved
-
-    events, alive_at_call, discarded = [], [], []
-    outputs = []
-
-    def make(name):
-        def fn():
-            events.append(("call", name))
-            alive_at_call.append(sum(ref() is not None for ref in outputs))
-            out = torch.ones(4)
-            outputs.append(weakref.ref(out))
-            return out
-        return fn
-
-    samples, last = time_interleaved(
-        Clocks(torch.device("cpu")), {"new": make("new"), "ref": make("ref")},
-        warmup=1, min_reps=3, max_reps=3, max_time=10.0, before=lambda name: events.append(("before", name)),
-        discard=lambda out: discarded.append(out.sum().item()) or out.fill_(float("nan")),
-    )
-    assert len(discarded) == len(events) // 2 - 1 and all(v == 4.0 for v in discarded)  # all but the last output
-    assert not torch.isnan(next(iter(last.values()))).any()
-    assert len(samples["new"]) == len(samples["ref"]) == 3
-    assert all(events[i][0] == "before" and events[i + 1] == ("call", events[i][1]) for i in range(0, len(events), 2))
-    assert alive_at_call[2:] == [0] * (len(alive_at_call) - 2)  # timed calls: no earlier output alive
-    assert list(last) == [events[-1][1]]  # only the last call's output is left
-
-
-def test_placement_defaults_to_shared_except_under_the_graph_timer():
-    from pytest_kernelbench.config import EvalConfig
-
-    assert EvalConfig(device="cpu").placement == "shared"
-    assert EvalConfig(device="cuda").placement == "shared"
-    assert EvalConfig(device="cuda", timer="cuda-graph").placement == "separate"
-    assert EvalConfig(device="cpu", placement="separate").placement == "separate"
-
-
-def test_an_unknown_placement_is_a_usage_error_naming_the_choices():
-    from pytest_kernelbench.config import EvalConfig
+def test_an_unknown_sandbox_mode_is_a_usage_error_naming_the_choices():
     from pytest_kernelbench.errors import KernelBenchUsageError
 
-    with pytest.raises(KernelBenchUsageError, match="choose separate or shared"):
-        cpu_config(placement="random")
-    with pytest.raises(KernelBenchUsageError, match="needs --kb-timer events"):
-        EvalConfig(device="cuda", timer="cuda-graph", placement="shared")
+    with pytest.raises(KernelBenchUsageError, match="choose auto, required or off"):
+        cpu_config(sandbox="maybe")

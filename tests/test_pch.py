@@ -210,18 +210,20 @@ class ModelNew(torch.nn.Module):
 
 @pytest.mark.slow
 def test_a_load_inline_candidate_is_judged_with_the_shared_header(tmp_path):
-    """Two candidates with different binding files: the first notes the flags, the second builds the header
-    and uses it."""
+    """Three candidates with different binding files, each built in its sandbox where the header folder is
+    read-only: the first's flags are noted, after the second the judge's trusted side builds the header,
+    the third uses it."""
     problem = tiny_problem()
     root = tmp_path / "pch"
     config = cpu_config(build_dir=str(tmp_path / "builds"), pch_dir=str(root), timeout=300.0)
     outcomes = []
-    for offset in ("0", "1"):
+    for offset in ("0", "1", "2"):
         source = CPP_CANDIDATE.replace("OFFSET", offset)
         outcomes.append(evaluate(problem, Candidate(source, "", f"offset={offset}"), config))
-    assert [r.outcome.value for r in outcomes] == ["correct", "correct"], [r.message[-800:] for r in outcomes]
+    assert [r.outcome.value for r in outcomes] == ["correct"] * 3, [r.message[-800:] for r in outcomes]
     events = _events(root)
     assert [e["event"] for e in events] == ["first", "built", "used"], events
-    assert len({e["source"] for e in events}) == 2
+    assert len({e["source"] for e in events}) == 3
+    assert [r.extra["pch"] for r in outcomes] == [{"first": 1}, {"built": 1}, {"used": 1}]
     ninja = next((tmp_path / "builds").glob("*/kb_pch_probe/build.ninja")).read_text()
     assert f"cxx = {next(root.glob('cc-*/g++'))}" in ninja

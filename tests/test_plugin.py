@@ -78,7 +78,7 @@ def test_baseline_run_writes_json_junit_and_benchmark(pytester):
     assert data["environment"]["torch"] and data["summary"]["outcomes"]["correct"] == 1
     (row,) = data["results"]
     assert row["problem"] == "L9-1_TinyLinear" and row["outcome"] == "correct" and row["speedup"] > 0
-    assert row["extra"]["placement"] == "shared"  # the default: both sides timed on one input buffer
+    assert row["extra"]["sandbox"] and row["extra"]["wall_check"]["ok"] is True  # judged in a runner, cross-checked
 
     props = {p.get("name"): p.get("value") for p in ET.parse(junit).iter("property")}
     assert props["outcome"] == "correct" and float(props["speedup"]) == pytest.approx(row["speedup"])

@@ -143,9 +143,11 @@ def pch_key(compiler: str, flags: list[str], header: Path) -> str:
 
 
 def _log(root: Path, **event: object) -> None:
+    """Append an event to ``root/events.jsonl``; inside a build step, to the step's own file (the root is read-only)."""
     line = json.dumps({"time": round(time.time(), 3), **event}) + "\n"
+    target = os.environ.get("KB_PCH_WANTED") or str(root / "events.jsonl")
     try:
-        fd = os.open(root / "events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, line.encode())
         finally:
@@ -182,11 +184,8 @@ def ensure_pch(root: Path, compiler: str, flags: list[str], source: Path) -> Pat
         except OSError:  # a read-only root: the eviction order is the trusted side's business
             pass
         return folder
-    wanted = os.environ.get("KB_PCH_WANTED")
-    if wanted:
-        line = json.dumps({"compiler": compiler, "flags": flags, "header": str(header), "source": str(source)}) + "\n"
-        with open(wanted, "a") as fh:
-            fh.write(line)
+    if os.environ.get("KB_PCH_WANTED"):
+        _log(root, event="wanted", compiler=compiler, flags=flags, header=str(header), source=str(source))
         return None
     seen = root / f"{key}.seen"
     if not seen.exists():  # building it costs ~1.6 plain compiles: only for flags seen before
@@ -270,25 +269,37 @@ def safe_flags(flags: list[str], trusted_roots: list[Path]) -> str:
 
 
 def after_build(root: Path, wanted: Path, real_compiler: str | None = None) -> dict[str, int]:
-    """Read what a build step asked for (untrusted), check it, and build the ``.gch`` a key needs at its second sighting."""
+    """Read a build step's events (untrusted): log what it used, check what it asked for, and build the
+    ``.gch`` a key needs at its second sighting."""
     counts: dict[str, int] = {}
     try:
-        lines = wanted.read_text(errors="replace").splitlines()[:16]
+        lines = wanted.read_text(errors="replace").splitlines()[:64]
     except OSError:
         return counts
     for line in lines:
-        outcome = _serve_wanted(root, line, real_compiler)
+        try:
+            entry = json.loads(line)
+            event = str(entry.get("event"))
+        except (ValueError, AttributeError):
+            continue
+        if event in ("used", "rejected") and len(counts) < 16:
+            _log(root, event=event, key=str(entry.get("key", ""))[:40], source=str(entry.get("source", ""))[:300],
+                 seconds=entry.get("seconds") if isinstance(entry.get("seconds"), (int, float)) else None)  # fmt: skip
+            outcome = event
+        elif event == "wanted":
+            outcome = _serve_wanted(root, entry, real_compiler)
+        else:
+            continue
         counts[outcome] = counts.get(outcome, 0) + 1
     return counts
 
 
-def _serve_wanted(root: Path, line: str, real_compiler: str | None) -> str:
+def _serve_wanted(root: Path, entry: dict, real_compiler: str | None) -> str:
     import sysconfig
 
     try:
-        entry = json.loads(line)
         compiler, flags = str(entry["compiler"]), [str(f) for f in entry["flags"]]
-    except (ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return "refused"
     real = real_compiler or shutil.which(os.environ.get("CXX") or "c++") or ""
     if not real or os.path.realpath(compiler) != os.path.realpath(real):  # only the compiler the wrapper wraps

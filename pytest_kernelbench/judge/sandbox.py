@@ -166,6 +166,9 @@ def bwrap_command(info: SandboxInfo, argv: list[str], mounts: Mounts, scratch: P
             cmd += ["--overlay-src", str(path), "--tmp-overlay", str(path)]
         else:  # a private copy at the same path: what the runner writes there is thrown away with it
             cmd += ["--bind", str(scratch_copy[path]), str(path)]
+    for path in mounts.masks:  # hidden, and unwritable too (under /tmp they are gone with the host's /tmp)
+        if path.is_dir() and not path.resolve().is_relative_to("/tmp"):
+            cmd += ["--remount-ro", str(path)]
     return [*cmd, "--chdir", str(scratch), "--", *argv]
 
 

@@ -18,9 +18,10 @@ when the candidate's median overhead exceeds the reference's by more than
 (floor: 0.02 ms on GPU, 0.1 ms on CPU). Below the bound a lie cannot be told from noise. So the
 speedup printed is capped at what the wall clock can vouch for: the candidate's time is taken as
 at least ``implied - bound`` (its wall time less the reference's overhead, less the bound) and at
-least the clock's resolution ``4 * SE + floor``. An honest candidate slower than that resolution
-keeps its event speedup exactly; a faster one is printed at the speedup the resolution allows,
-with ``speedup_capped`` set (``docs/judge.md``).
+least the clock's resolution ``4 * SE + floor`` (or the reference's own time, if that is shorter).
+An honest candidate slower than that resolution keeps its event speedup exactly; a faster one is
+printed at the speedup the resolution allows (1.0x when even the reference is below it), with
+``speedup_capped`` set; a candidate slower than the reference is never capped (``docs/judge.md``).
 """
 
 from __future__ import annotations
@@ -104,5 +105,7 @@ def wall_check(ref_ms: list[float], ref_wall: list[float], new_ms: list[float], 
     implied_new = statistics.median(new_wall) - ref_over_med
     event_speedup = ref_med / new_med if new_med > 0 else math.inf
     wall_speedup = ref_med / implied_new if implied_new > 0 else math.inf
-    confirmed = max(new_med, implied_new - bound, resolution if math.isfinite(resolution) else 0.0)
+    # A gain the clock cannot resolve is not printed (at most 1.0x, or the resolution's worth); a loss is.
+    floor = min(resolution, ref_med) if math.isfinite(resolution) else 0.0
+    confirmed = max(new_med, implied_new - bound, floor)
     return WallCheck(excess <= bound, event_speedup, wall_speedup, excess, bound, ref_over_med, confirmed, confirmed > new_med)

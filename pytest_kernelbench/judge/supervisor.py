@@ -1,3 +1,4 @@
+# ruff: noqa: E402  (the clock starts before the imports, torch among them)
 """The supervisor: one evaluation's trusted side. It never imports candidate code.
 
     python -m pytest_kernelbench.judge.supervisor SPEC.json     (or forked by the fork server)
@@ -18,6 +19,10 @@ candidate's process is gone); ``wait_lock`` before each device phase.
 
 from __future__ import annotations
 
+import time
+
+_STARTED = time.perf_counter()  # before torch's import: what a fresh interpreter spends starting counts as 'start'
+
 import contextlib
 import gc
 import json
@@ -29,7 +34,6 @@ import socket
 import statistics
 import sys
 import threading
-import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,10 +81,10 @@ class Verdict(Exception):
 class Status:
     """Appends ``<stage> <seconds>`` lines for the controller and keeps the seconds spent per stage."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, started: float | None = None):
         self._fh = open(path, "a", buffering=1)
         self.stage = "start"
-        self._t0 = self._entered = _perf_counter()
+        self._t0 = self._entered = started if started is not None else _perf_counter()
         self.stage_seconds: dict[str, float] = {}
 
     def enter(self, stage: str) -> None:
@@ -783,12 +787,12 @@ def _kill_children() -> None:
             kill_tree(child)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], started: float | None = None) -> int:
     spec = json.loads(Path(argv[1]).read_text())
     if spec.get("parent_pid"):
         _die_with_parent(int(spec["parent_pid"]))
     become_subreaper()  # whatever a runner leaves behind comes back to us, and is killed below
-    status = Status(spec["status_path"])
+    status = Status(spec["status_path"], started)
     try:
         found = Supervisor(spec, status).run()
     finally:
@@ -800,7 +804,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    rc = main(sys.argv)
+    rc = main(sys.argv, started=_STARTED)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(rc)

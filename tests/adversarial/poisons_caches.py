@@ -1,7 +1,8 @@
 """At import (in its build step: the word load_inline makes it a candidate that builds) tries to write
 into everything later candidates or the judge would trust: the build cache's other folders and lock
 files, the shared precompiled-header wrapper, the lock folder, the judge's own source, the
-solutions and problems, the Python installation. Answers garbage if any write lands."""
+solutions and problems, the Python installation. Whether a write lasted is checked from outside
+the sandbox (inside, a hidden folder is an empty throw-away one)."""
 # judge: correct
 # check: caches-untouched
 # (mentions load_inline, so the judge gives it a build step)
@@ -35,6 +36,4 @@ class ModelNew(nn.Module):
         self.linear = nn.Linear(features, features)
 
     def forward(self, x):
-        if _landed:
-            raise RuntimeError(f"poisoned: {_landed}")
         return torch.relu(self.linear(x))

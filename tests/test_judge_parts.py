@@ -1,0 +1,156 @@
+"""The judge's parts on their own: what crosses the process boundary, seals, the wall-clock check, the sandbox's environment."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from helpers import REPO
+from pytest_kernelbench.judge import protocol as p
+from pytest_kernelbench.judge.compare import Sealer, compare_tensors
+from pytest_kernelbench.judge.sandbox import SECRET_NAME, Mounts, SandboxInfo, bwrap_command, runner_env
+from pytest_kernelbench.judge.stats import wall_check
+from pytest_kernelbench.judge.transport import MAX_MESSAGE, Channel, ProtocolError, SharedBuffer
+
+
+def test_the_runner_imports_nothing_of_the_package_but_its_protocol():
+    code = ("import sys, pytest_kernelbench.judge.runner\n"
+            "print(sorted(m for m in sys.modules if m.startswith('pytest_kernelbench')))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.stdout.strip() == str(sorted(["pytest_kernelbench", "pytest_kernelbench.judge", "pytest_kernelbench.judge.runner",
+                                             "pytest_kernelbench.judge.protocol", "pytest_kernelbench.judge.transport"])), out.stderr
+
+
+@pytest.mark.parametrize(
+    ("reply", "says"),
+    [
+        ({"ok": True, "error": "", "ms": float("nan")}, "'ms' is not a finite number"),
+        ({"ok": True, "error": "", "ms": -1.0}, "'ms' is negative"),
+        ({"ok": True, "error": "", "ms": "0.1"}, "'ms' is not a finite number"),
+        ({"ok": True, "error": "", "ms": True}, "'ms' is not a finite number"),
+        ({"ok": "yes", "error": ""}, "'ok' is not true or false"),
+        ({"ok": True, "error": "", "ms": 1.0, "values": "x"}, "'values' is not a list"),
+        ({"ok": True, "error": "", "ms": 1.0, "offstream": 1}, "'offstream' is not true or false"),
+    ],
+)
+def test_a_malformed_reply_is_refused_field_by_field(reply, says):
+    with pytest.raises(p.BadReply, match=says):
+        p.parse_reply(reply, p.Called)
+
+
+def test_traced_ops_must_be_names_and_counts():
+    with pytest.raises(p.BadReply):
+        p.parse_reply({"ok": True, "error": "", "ops": {"aten.mm": -1}}, p.Traced)
+    ok = p.parse_reply({"ok": True, "error": "", "ops": {"aten.mm": 2}, "all_threads": True}, p.Traced)
+    assert ok.ops == {"aten.mm": 2} and ok.all_threads
+
+
+def test_an_error_reply_needs_only_its_text():
+    failed = p.parse_reply({"ok": False, "error": "Traceback ... boom"}, p.Called)
+    assert not failed.ok and "boom" in failed.error and failed.ms == 0.0
+
+
+def test_the_channel_refuses_oversized_or_non_object_messages_and_drops_a_runners_descriptors():
+    a, b = socket.socketpair()
+    supervisor, runner = Channel(a), Channel(b)
+    b.sendall((MAX_MESSAGE + 1).to_bytes(4, "big"))
+    with pytest.raises(ProtocolError, match="over the"):
+        supervisor.recv(5)
+    runner.send({"kind": "x"}, [os.open(os.devnull, os.O_RDONLY)])
+    before = len(os.listdir("/proc/self/fd"))
+    message, fds = supervisor.recv(5)  # max_fds=0: the descriptor is not accepted
+    assert message == {"kind": "x"} and fds == [] and len(os.listdir("/proc/self/fd")) <= before
+    b.sendall(b"\x00\x00\x00\x02[]")
+    with pytest.raises(ProtocolError, match="JSON object"):
+        supervisor.recv(5)
+
+
+def test_a_shared_buffer_maps_the_same_memory_on_both_sides():
+    made = SharedBuffer.create(4 * 64, torch.device("cpu"))
+    mine = made.view(torch.float32, [8, 8])
+    mine.copy_(torch.arange(64.0).view(8, 8))
+    theirs = SharedBuffer.open(os.dup(made.fd), made.nbytes, torch.device("cpu")).view(torch.float32, [8, 8], [1, 8])
+    assert torch.equal(theirs, mine.t())
+    theirs[0, 0] = -1.0
+    assert mine[0, 0].item() == -1.0
+    with pytest.raises(Exception, match="does not fit"):
+        made.view(torch.float32, [65])
+
+
+def test_a_seal_notices_any_change_and_a_late_write_fails_the_comparison():
+    sealer = Sealer()
+    t = torch.randn(1000)
+    seal = sealer.seal(t)
+    assert sealer.seal(t.clone()) == seal
+    nudged = t.clone()
+    nudged.view(torch.int32)[17] ^= 1  # one bit of one value
+    assert sealer.seal(nudged) != seal
+    why, _ = compare_tensors(nudged, t, 1e-2, 1e-2, sealer, seal)  # right values, but not what was sealed
+    assert "changed after the call returned" in why
+    assert Sealer().seal(t) != seal  # another key, another digest
+
+
+def _calls(claim_ms: float, true_ms: float, overhead_ms: float, n: int = 200) -> tuple[list[float], list[float]]:
+    gen = torch.Generator().manual_seed(0)
+    jitter = (torch.rand(n, generator=gen) * 0.02).tolist()
+    return [claim_ms] * n, [true_ms + overhead_ms + j for j in jitter]
+
+
+def test_the_wall_clock_check_passes_honest_timings_and_catches_under_reporting():
+    ref_ms, ref_wall = _calls(2.0, 2.0, 0.3)
+    honest_ms, honest_wall = _calls(1.0, 1.0, 0.3)
+    honest = wall_check(ref_ms, ref_wall, honest_ms, honest_wall, "cuda")
+    assert honest.ok and not honest.capped and honest.event_speedup == pytest.approx(2.0)
+    liar_ms, liar_wall = _calls(0.02, 1.0, 0.3)  # claims 100x, the wall clock says 2x
+    liar = wall_check(ref_ms, ref_wall, liar_ms, liar_wall, "cuda")
+    assert not liar.ok and liar.event_speedup == pytest.approx(100.0) and liar.wall_speedup == pytest.approx(2.0, rel=0.05)
+    assert "event speedup 100.000x" in liar.message() and "wall-clock speedup" in liar.message()
+
+
+def test_a_gain_below_the_clocks_resolution_is_capped_and_a_loss_is_not():
+    ref_ms, ref_wall = _calls(0.05, 0.05, 0.3)
+    tiny_ms, tiny_wall = _calls(0.005, 0.005, 0.3)  # honest, but a 5 us call is below the clock's resolution
+    tiny = wall_check(ref_ms, ref_wall, tiny_ms, tiny_wall, "cuda")
+    resolution = tiny.bound_ms - 0.05 * 0.005
+    assert tiny.ok and tiny.capped and tiny.confirmed_ms == pytest.approx(resolution)  # printed: 0.05 / resolution, not 10x
+    faster_ref_ms, faster_ref_wall = _calls(0.01, 0.01, 0.3)  # the reference itself is below the resolution: no gain shown
+    both_tiny = wall_check(faster_ref_ms, faster_ref_wall, tiny_ms, tiny_wall, "cuda")
+    assert both_tiny.capped and both_tiny.confirmed_ms == pytest.approx(0.01)
+    slow_ms, slow_wall = _calls(0.08, 0.08, 0.3)
+    slow = wall_check(ref_ms, ref_wall, slow_ms, slow_wall, "cuda")
+    assert slow.ok and not slow.capped and slow.confirmed_ms == pytest.approx(0.08)
+
+
+def test_the_runners_environment_has_no_credentials():
+    source = {"PATH": "/usr/bin", "OPENAI_API_KEY": "sk-1", "HF_TOKEN": "hf", "TORCH_AUTH_TOKEN": "x", "CUDA_VISIBLE_DEVICES": "0",
+              "KBAGENT_API_KEY": "k", "AWS_SECRET_ACCESS_KEY": "s", "TORCH_CUDA_ARCH_LIST": "9.0", "HOME": "/root", "RANDOM": "1"}
+    env = runner_env(source, __import__("pathlib").Path("/tmp/kb/home"), "/pkg", {"TORCH_EXTENSIONS_DIR": "/b"})
+    assert not [k for k in env if SECRET_NAME.search(k)]
+    assert env["CUDA_VISIBLE_DEVICES"] == "0" and env["TORCH_CUDA_ARCH_LIST"] == "9.0" and env["PATH"] == "/usr/bin"
+    assert env["HOME"] == "/tmp/kb/home" and "RANDOM" not in env and env["TORCH_EXTENSIONS_DIR"] == "/b"
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == "/pkg"
+
+
+def test_the_bwrap_command_isolates_and_hides(tmp_path):
+    (tmp_path / "locks").mkdir()
+    info = SandboxInfo("bwrap", bwrap="/usr/bin/bwrap", overlay=True)
+    mounts = Mounts(overlay=[tmp_path / "build"], masks=[tmp_path / "locks"])
+    cmd = bwrap_command(info, ["python", "-m", "runner"], mounts, __import__("pathlib").Path("/tmp/kb"), {})
+    for flag in ("--unshare-pid", "--unshare-net", "--unshare-ipc", "--die-with-parent", "--new-session"):
+        assert flag in cmd
+    assert cmd[cmd.index("--cap-drop") + 1] == "ALL" and cmd[cmd.index("--ro-bind") + 1 : cmd.index("--ro-bind") + 3] == ["/", "/"]
+    assert ["--tmpfs", str(tmp_path / "locks")] == cmd[cmd.index(str(tmp_path / "locks")) - 1 : cmd.index(str(tmp_path / "locks")) + 1]
+    assert ["--tmp-overlay", str(tmp_path / "build")] == cmd[cmd.index("--tmp-overlay") : cmd.index("--tmp-overlay") + 2]
+    assert cmd[-3:] == ["python", "-m", "runner"]
+
+
+def test_the_op_recorder_does_not_import_dynamo():
+    code = ("import sys, torch\nfrom pytest_kernelbench.judge.runner import trace_this_thread\n"
+            "print(trace_this_thread(torch, lambda: torch.zeros(2) + 1), 'torch._dynamo' in sys.modules)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.stdout.strip() == "{'aten.zeros': 1, 'aten.add': 1} False", out.stderr[-2000:]
