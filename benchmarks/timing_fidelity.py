@@ -6,7 +6,11 @@
 Runs ``pytest --solutions baseline`` twice on the same problems (two independent runs, the
 GPU timed under the per-device lock), then times each reference once more with
 ``triton.testing.do_bench`` for comparison, and writes a Markdown table: speedup of
-each run, run-to-run spread, our reference median against do_bench's.
+each run, run-to-run spread, our reference median against do_bench's, and the figures of the
+isolated judge's checks for an honest candidate: its per-call excess over the reference's overhead
+against the wall-clock bound (how close an honest candidate comes to being rejected), whether its
+speedup was capped, and the reference timed alone after the candidate was gone against the
+interleaved reference.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ def run_pytest(args: argparse.Namespace, report: Path) -> None:
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
         "--level", args.level, "--problems", args.problems, "--dataset", args.dataset,
         "--solutions", "baseline", "--device", "cuda", f"--kb-report={report}", "-n", str(args.workers),
-        "--trials", str(args.trials), "--kb-placement", args.placement,
+        "--trials", str(args.trials),
     ]
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=False)
@@ -59,6 +63,32 @@ def _bench(do_bench, torch, model, inputs) -> float:
         return float(do_bench(lambda: model(*inputs), warmup=25, rep=100))
 
 
+def _check_figures(result: dict) -> dict:
+    extra = result.get("extra", {})
+    wall = extra.get("wall_check", {})
+    mixed, solo = extra.get("ref_interleaved_ms"), extra.get("ref_solo_ms")
+    bound = wall.get("bound_ms") or float("nan")
+    return {
+        "event": (result["ref_ms"] / result["new_ms"]) if result.get("new_ms") else float("nan"),
+        "excess_of_bound": (wall.get("excess_ms", float("nan")) / bound) if bound else float("nan"),
+        "solo_ratio": (solo / mixed) if solo and mixed else float("nan"),
+        "capped": bool(extra.get("speedup_capped")),
+    }
+
+
+def _check_summary(checks: list[dict]) -> list[str]:
+    if not checks:
+        return []
+    ratios = sorted(c["excess_of_bound"] for c in checks if c["excess_of_bound"] == c["excess_of_bound"])
+    solo = sorted(c["solo_ratio"] for c in checks if c["solo_ratio"] == c["solo_ratio"])
+    lines = [f"- wall-clock check, honest candidates: excess/bound median {statistics.median(ratios):.2f}, max {ratios[-1]:.2f} "
+             f"(over {len(ratios)} results; 1.0 rejects)" if ratios else "- no wall-clock figures",
+             f"- speedups capped (gain below the clock's resolution): {sum(c['capped'] for c in checks)} of {len(checks)}"]
+    if solo:
+        lines.append(f"- reference alone / interleaved: median {statistics.median(solo):.4f}, min {solo[0]:.4f}, max {solo[-1]:.4f}")
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", required=True)
@@ -69,8 +99,6 @@ def main() -> int:
     parser.add_argument("-n", "--workers", type=int, default=8)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--trials", type=int, default=1, help="correctness trials per item (timing is what is measured here)")
-    parser.add_argument("--placement", choices=("separate", "shared"), default="shared",
-                        help="--kb-placement of the runs: each side its own inputs, or one input buffer and output block")
     parser.add_argument("--skip-do-bench", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="use run1.json/run2.json already in --workdir")
     args = parser.parse_args()
@@ -92,7 +120,7 @@ def main() -> int:
     common = [p for p in runs[0] if p in runs[1]]
     bench = {} if args.skip_do_bench else do_bench_ms(args, set(common))
 
-    rows, within, spreads = [], 0, []
+    rows, within, spreads, checks = [], 0, [], []
     for pid in common:
         a, b = runs[0][pid], runs[1][pid]
         sa, sb = a.get("speedup"), b.get("speedup")
@@ -100,13 +128,16 @@ def main() -> int:
         if ok:
             within += abs(sa - 1) <= 0.02 and abs(sb - 1) <= 0.02
             spreads.append(abs(sa - sb))
+            checks += [_check_figures(r) for r in (a, b)]
         ref = a.get("ref_ms")
         db = bench.get(pid)
+        fig = _check_figures(a)
         rows.append(
-            f"| {pid} | {a['outcome']} | {sa:.3f} | {sb:.3f} | {abs(sa - sb):.3f} | {ref:.4g} | "
+            f"| {pid} | {a['outcome']} | {sa:.3f} | {sb:.3f} | {abs(sa - sb):.3f} | {fig['event']:.3f} | {fig['excess_of_bound']:.2f} | "
+            f"{fig['solo_ratio']:.3f} | {'yes' if fig['capped'] else ''} | {ref:.4g} | "
             + (f"{db:.4g} | {ref / db:.3f} |" if db else "- | - |")
             if ok
-            else f"| {pid} | {a['outcome']}/{b['outcome']} | - | - | - | - | - | - |"
+            else f"| {pid} | {a['outcome']}/{b['outcome']} | - | - | - | - | - | - | - | - | - | - |"
         )
     walls = json.loads(walls_file.read_text()) if walls_file.is_file() else {}
     judged = sum(1 for p in common if runs[0][p].get("speedup") is not None and runs[1][p].get("speedup") is not None)
@@ -116,7 +147,7 @@ def main() -> int:
         f"Device: {env.get('gpu', env.get('device'))}, torch {env.get('torch')}, CUDA {env.get('cuda', '-')}; "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d}.",
         f"Command: `python benchmarks/timing_fidelity.py --dataset problems.jsonl --level {args.level} "
-        f"--problems {args.problems} -n {args.workers} --trials {args.trials} --placement {args.placement}`",
+        f"--problems {args.problems} -n {args.workers} --trials {args.trials}`",
         "",
         f"- problems judged in both runs: {judged} of {len(common)}",
         f"- wall time of each pytest run: {walls.get('run1', '?')} s and {walls.get('run2', '?')} s",
@@ -125,8 +156,15 @@ def main() -> int:
         if spreads
         else "- no speedups",
         "",
-        "| problem | outcome | speedup run 1 | speedup run 2 | spread | our ref median ms | do_bench ms | ours / do_bench |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        *_check_summary(checks),
+        "",
+        "Per problem (run 1 for the check columns): event = reference/candidate medians as the runners claimed them;",
+        "excess/bound = the candidate's per-call overhead beyond the reference's, over the wall-clock bound (1.0 would",
+        "reject); solo/mixed = the reference timed alone after the candidate's process was gone, over the interleaved one.",
+        "",
+        "| problem | outcome | speedup run 1 | speedup run 2 | spread | event | excess/bound | solo/mixed | capped | "
+        "our ref median ms | do_bench ms | ours / do_bench |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
         *rows,
     ]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -192,7 +192,15 @@ def _own_build_folder(path: Path, builds: Path) -> bool:
     return path.parent.parent == builds and path.parent.name != "0123456789abcdef01234567"
 
 
-CHECKS = {"no-survivor": no_survivor, "lock-free": lock_free, "secrets-planted": secrets_planted, "server": server,
+def next_candidate_clean(scene: dict) -> None:
+    folders = scene["folders"]
+    config = cpu_config(lock_dir=str(folders["locks"]), build_dir=str(folders["builds"]), pch_dir=str(folders["pch"]))
+    honest = evaluate(tiny_problem(), Candidate((DATA / "broken" / "correct.py").read_text(), "", "honest"), config)
+    assert honest.outcome is Outcome.CORRECT, honest.message
+    assert not list(REPO.rglob("kb_poison.pth")) and not (REPO / "torch.py").exists()
+
+
+CHECKS = {"no-survivor": no_survivor, "next-candidate-clean": next_candidate_clean, "lock-free": lock_free, "secrets-planted": secrets_planted, "server": server,
           "caches-untouched": caches_untouched}  # fmt: skip
 
 

@@ -27,8 +27,8 @@ from ..outcome import STAGE_FAILURE, Outcome
 from ..problems import Problem
 from ..result import EvalResult, TimingStats
 from . import forkserver
+from .assignment import Assignment, read_tail
 from .sandbox import TIMING_ENV
-from .supervisor import read_tail
 
 _POLL_SECONDS = 0.05
 # Stages where the harness, not the candidate, is at work: importing torch, building the reference
@@ -103,7 +103,7 @@ def supervisor_env(config: EvalConfig) -> dict[str, str]:
     return env
 
 
-def _start(config: EvalConfig, work: Path, spec: dict, log) -> subprocess.Popen | forkserver.ForkedProcess:
+def _start(config: EvalConfig, work: Path, spec: Assignment, log) -> subprocess.Popen | forkserver.ForkedProcess:
     env = supervisor_env(config)
     server = None
     if config.worker_start == "forkserver":
@@ -111,14 +111,14 @@ def _start(config: EvalConfig, work: Path, spec: dict, log) -> subprocess.Popen 
             server = forkserver.server_for(env)
         except OSError:
             server = None
-    spec["parent_pid"] = server.pid if server is not None else os.getpid()
-    (work / "spec.json").write_text(json.dumps(spec))
+    spec.parent_pid = server.pid if server is not None else os.getpid()
+    spec.write(work / "spec.json")
     if server is not None:
         try:
             return server.spawn(str(work / "spec.json"), str(work / "supervisor.log"), str(work), 0)
         except forkserver.ForkServerError:
-            spec["parent_pid"] = os.getpid()  # fall back to a fresh interpreter
-            (work / "spec.json").write_text(json.dumps(spec))
+            spec.parent_pid = os.getpid()  # fall back to a fresh interpreter
+            spec.write(work / "spec.json")
     return subprocess.Popen(
         [sys.executable, "-m", "pytest_kernelbench.judge.supervisor", str(work / "spec.json")],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(work), env=env,
@@ -149,13 +149,12 @@ def evaluate(
         work = Path(tmp)
         (work / "problem.py").write_text(problem.source)
         (work / "candidate.py").write_text(candidate.source)
-        spec = {"problem_path": str(work / "problem.py"), "candidate_path": str(work / "candidate.py"), "work": tmp,
-                "result_path": str(work / "result.json"), "status_path": str(work / "status.log"),
-                "config": config.to_dict(), "build_only": build_only}  # fmt: skip
+        spec = Assignment(str(work / "problem.py"), str(work / "candidate.py"), tmp, str(work / "result.json"),
+                          str(work / "status.log"), config, build_only)  # fmt: skip
         log_path = work / "supervisor.log"
         with log_path.open("wb") as log:
             proc = _start(config, work, spec, log)
-            watcher = _StatusWatcher(Path(spec["status_path"]))
+            watcher = _StatusWatcher(Path(spec.status_path))
             why = ""
             try:
                 why = _watch(proc, watcher, config, stop)
@@ -163,7 +162,7 @@ def evaluate(
                 _kill_group(proc)  # the supervisor's group; its runners die with it (sandbox) or were killed by it
         watcher.poll()
         base.wall_seconds = time.monotonic() - started
-        result_path = Path(spec["result_path"])
+        result_path = Path(spec.result_path)
         if not why and result_path.exists():
             return _merge(base, json.loads(result_path.read_text()))
         return _lost(base, why, watcher.stage, proc.returncode, read_tail(log_path, config.log_chars), config)
@@ -176,7 +175,7 @@ def _watch(proc, watcher: _StatusWatcher, config: EvalConfig, stop: threading.Ev
         watcher.poll()
         if watcher.candidate_seconds() > config.timeout + GRACE_SECONDS:
             return "timeout"
-        if watcher.seconds_in(SETUP_STAGES) > config.setup_timeout:
+        if watcher.seconds_in(SETUP_STAGES) > config.setup_timeout + GRACE_SECONDS:
             return "setup"
         if stop is not None and stop.is_set():
             return "stopped"

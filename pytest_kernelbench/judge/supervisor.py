@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from . import protocol as p
+from .assignment import Assignment, read_tail
 from .compare import Sealer, compare_chunked, compare_tensors, flatten, values_equal
 from .locking import device_lock
 from .policy import compute_ops
@@ -132,13 +133,13 @@ class Record:
 
 
 class Supervisor:
-    def __init__(self, spec: dict[str, Any], status: Status):
+    def __init__(self, spec: Assignment, status: Status):
         self.spec = spec
-        self.cfg = spec["config"]
+        self.cfg = spec.config
         self.status = status
-        self.work = Path(spec["work"])
+        self.work = Path(spec.work)
         self.found: dict[str, Any] = {"extra": {}}
-        self.device = torch.device("cuda", self.cfg["device_index"]) if self.cfg["device"] == "cuda" else torch.device("cpu")
+        self.device = torch.device("cuda", self.cfg.device_index) if self.cfg.device == "cuda" else torch.device("cpu")
         self.sealer = Sealer()
         self.ref: Side | None = None
         self.new: Side | None = None
@@ -153,7 +154,7 @@ class Supervisor:
         try:
             self.reference()
             self.compile()
-            if not self.spec.get("build_only"):
+            if not self.spec.build_only:
                 self.init()
                 self.trials()
                 self.time()
@@ -171,31 +172,31 @@ class Supervisor:
         return self.found
 
     def remaining(self) -> float:
-        return float(self.cfg["timeout"]) - self.status.charged()
+        return self.cfg.timeout - self.status.charged()
 
     def reference(self) -> None:
         """Load the problem here, and the reference in its runner thread; learn the output's structure."""
         self.status.enter("reference")
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
-        self.problem = _load_module("kb_problem", self.spec["problem_path"])
+        self.problem = _load_module("kb_problem", self.spec.problem_path)
         for needed in ("Model", "get_inputs", "get_init_inputs"):
             if not hasattr(self.problem, needed):
                 raise Verdict("harness_error", f"the problem defines no {needed}")
         self.found.update(device_name=_device_name(self.device), versions=_versions())
         try:
-            self.sandbox = resolve(self.cfg["sandbox"])
+            self.sandbox = resolve(self.cfg.sandbox)
         except SandboxUnavailable as exc:
             raise Verdict("harness_error", str(exc)) from None
         self.found["extra"]["sandbox"] = self.sandbox.label
-        self.seed_all(int(self.cfg["seed"]))
+        self.seed_all(self.cfg.seed)
         self.init_values = list(self.problem.get_init_inputs())
         self.ref = self.start_reference()
-        self.ask(self.ref, p.Load(Path(self.spec["problem_path"]).read_text(), "kb_reference.py", "Model",
-                                  "default" if self.cfg["mode"] == "compile" else ""), p.Done)  # fmt: skip
-        self.ask(self.ref, p.Init(self.encode(self.ref, self.init_values), int(self.cfg["seed"])), p.Done)
-        big = self.cfg["mode"] == "compile" and self.device.type == "cuda" and input_bytes(self.problem) > WARMUP_UNLOCKED_BYTES
-        locked = self.cfg["mode"] == "eager" or big
+        self.ask(self.ref, p.Load(Path(self.spec.problem_path).read_text(), "kb_reference.py", "Model",
+                                  "default" if self.cfg.mode == "compile" else ""), p.Done)  # fmt: skip
+        self.ask(self.ref, p.Init(self.encode(self.ref, self.init_values), self.cfg.seed), p.Done)
+        big = self.cfg.mode == "compile" and self.device.type == "cuda" and input_bytes(self.problem) > WARMUP_UNLOCKED_BYTES
+        locked = self.cfg.mode == "eager" or big
         with self.device_phase("reference") if locked else contextlib.nullcontext():
             self.out_spec = self.discover()
 
@@ -206,7 +207,7 @@ class Supervisor:
         runner = Runner(Channel(theirs), scratch)
         threading.Thread(target=runner.serve, name="kb-reference-runner", daemon=True).start()
         side = Side("reference", Channel(mine))
-        self.ask(side, p.Setup(self.cfg["device"], self.cfg["device_index"], self.cfg["timer"], torch.get_num_threads(),
+        self.ask(side, p.Setup(self.cfg.device, self.cfg.device_index, self.cfg.timer, torch.get_num_threads(),
                                scrub_outputs=True), p.Ready)  # fmt: skip
         return side
 
@@ -224,22 +225,22 @@ class Supervisor:
     def compile(self) -> None:
         """Build the candidate's extension in a sandboxed build step, then import it in its runner."""
         self.status.enter("compile")
-        source = Path(self.spec["candidate_path"]).read_text()
+        source = Path(self.spec.candidate_path).read_text()
         from ..candidates import builds_extension
 
         folder = self.build(source) if builds_extension(source) else None
-        if self.spec.get("build_only"):
+        if self.spec.build_only:
             return
         self.new = self.start_candidate(folder, self.candidate_env(folder), "runner.log", Mounts(overlay=[folder] if folder else []))
         self.ask(self.new, p.Load(source, "kb_candidate.py", "ModelNew"), p.Done)
 
     def init(self) -> None:
         with self.device_phase("init"):
-            self.ask(self.new, p.Init(self.encode(self.new, self.init_values), int(self.cfg["seed"])), p.Done)
+            self.ask(self.new, p.Init(self.encode(self.new, self.init_values), self.cfg.seed), p.Done)
 
     def trials(self) -> None:
         """Correctness trials, fresh inputs each; then the operator trace of one more call."""
-        n = int(self.cfg["trials"])
+        n = self.cfg.trials
         worst = 0.0
         with self.device_phase("run"):
             self.bind()
@@ -252,13 +253,13 @@ class Supervisor:
     def trace(self) -> None:
         self.status.enter("trace")
         self.refill(self.new, self.make_inputs())
-        reply = self.ask(self.new, p.Trace(self.new.args, all_threads=bool(self.cfg["strict"])), p.Traced, fail_ok=True)
+        reply = self.ask(self.new, p.Trace(self.new.args, all_threads=self.cfg.strict), p.Traced, fail_ok=True)
         extra = self.found["extra"]
         if reply.ok:
             extra["aten_ops"], extra["aten_ops_all_threads"] = reply.ops, reply.all_threads
         else:
             extra["aten_ops"], extra["op_trace_error"] = {}, reply.error.strip().splitlines()[-1][:300]
-        if self.cfg["strict"]:
+        if self.cfg.strict:
             if not reply.ok:
                 raise Verdict("rejected", "--strict: the operators of ModelNew.forward could not be traced: " + extra["op_trace_error"])
             compute = compute_ops(reply.ops)
@@ -268,18 +269,18 @@ class Supervisor:
 
     def time(self) -> None:
         """Warm-up, then reference and candidate interleaved, each call on fresh inputs and checked."""
-        stopper = Stopper(int(self.cfg["min_reps"]), int(self.cfg["max_reps"]), float(self.cfg["max_time"]), float(self.cfg["rel_err"]))
+        stopper = Stopper(self.cfg.min_reps, self.cfg.max_reps, self.cfg.max_time, self.cfg.rel_err)
         with self.device_phase("time"):
             self.bind()
-            graph = self.cfg["timer"] == "cuda-graph" and self.device.type == "cuda"
-            for k in range(int(self.cfg["warmup"])):
+            graph = self.cfg.timer == "cuda-graph" and self.device.type == "cuda"
+            for k in range(self.cfg.warmup):
                 graph = self.timed_pair(f"warm-up call {k + 1}", k % 2 == 1, graph, keep=False)
             self.found["extra"]["timer"] = "cuda-graph" if graph else "events" if self.device.type == "cuda" else "perf_counter"
             started, rep = _perf_counter(), 0
             while not stopper.done(self.samples, _perf_counter() - started):
                 graph = self.timed_pair(f"timed call {rep + 1}", rep % 2 == 1, graph, keep=True)
                 rep += 1
-        self.found["extra"]["checked_calls"] = rep + int(self.cfg["warmup"])
+        self.found["extra"]["checked_calls"] = rep + self.cfg.warmup
         check = wall_check(self.samples["ref"], self.walls["ref"], self.samples["new"], self.walls["new"], self.device.type)
         self.found["extra"]["wall_check"] = check.to_dict()
         if not check.ok:
@@ -296,8 +297,8 @@ class Supervisor:
         with self.device_phase("recheck"):
             self.bind(sides=(self.ref,))
             if self.device.type == "cuda":
-                stopper = Stopper(max(int(self.cfg["min_reps"]) // 2, 5), int(self.cfg["max_reps"]),
-                                  float(self.cfg["max_time"]) / 2, float(self.cfg["rel_err"]))  # fmt: skip
+                stopper = Stopper(max(self.cfg.min_reps // 2, 5), self.cfg.max_reps,
+                                  self.cfg.max_time / 2, self.cfg.rel_err)  # fmt: skip
                 started = _perf_counter()
                 while not stopper.done({"ref": solo}, _perf_counter() - started):
                     solo.append(self.call(self.ref, self.make_inputs()).reply.ms)
@@ -369,13 +370,13 @@ class Supervisor:
         if new.reply.mismatch:
             raise Verdict("incorrect", f"{label}: {new.reply.mismatch}")
         if len(new.reply.values) != len(ref.reply.values) or not all(
-            values_equal(a, b, self.cfg["atol"], self.cfg["rtol"]) for a, b in zip(new.reply.values, ref.reply.values, strict=False)
+            values_equal(a, b, self.cfg.atol, self.cfg.rtol) for a, b in zip(new.reply.values, ref.reply.values, strict=False)
         ):
             raise Verdict("incorrect", f"{label}: output values {new.reply.values[:5]!r}, expected {ref.reply.values[:5]!r}")
         worst = 0.0
         several = len(self.ref.slots) > 1
         for i, (mine, theirs, seal) in enumerate(zip(self.new.slots, self.ref.slots, new.seals, strict=True)):
-            why, diff = compare_tensors(mine, theirs, self.cfg["atol"], self.cfg["rtol"], self.sealer, seal)
+            why, diff = compare_tensors(mine, theirs, self.cfg.atol, self.cfg.rtol, self.sealer, seal)
             if why:
                 raise Verdict("incorrect", f"{label}: output{f' {i}' if several else ''}: {why}")
             worst = max(worst, diff)
@@ -385,7 +386,7 @@ class Supervisor:
             fds: list[int] | None = None) -> Any:  # fmt: skip
         """Send a request and wait for its checked reply; any failure becomes the stage's verdict."""
         stage = self.status.stage
-        deadline = time.monotonic() + (float(self.cfg["setup_timeout"]) if side.trusted else self.remaining())
+        deadline = time.monotonic() + (self.cfg.setup_timeout if side.trusted else self.remaining())
         where = f"{label}: " if label else ""
         try:
             side.channel.send(request.to_wire(), fds or [])
@@ -401,7 +402,7 @@ class Supervisor:
         return reply
 
     def wait(self, side: Side, deadline: float) -> dict[str, Any]:
-        limit = float(self.cfg["max_memory_gb"]) * 2**30
+        limit = self.cfg.max_memory_gb * 2**30
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -412,7 +413,7 @@ class Supervisor:
                 return message
             if limit and side.process is not None and side.process.rss_bytes() > limit:
                 raise self.failure(side, self.status.stage,
-                                   f"used more than {self.cfg['max_memory_gb']:g} GB of host memory during stage '{self.status.stage}'")
+                                   f"used more than {self.cfg.max_memory_gb:g} GB of host memory during stage '{self.status.stage}'")
 
     def failure(self, side: Side, stage: str, text: str) -> Verdict:
         if side.trusted:
@@ -424,9 +425,9 @@ class Supervisor:
 
     def timed_out(self, side: Side, stage: str) -> Verdict:
         if side.trusted:
-            return Verdict("harness_error", f"the reference did not answer within {self.cfg['setup_timeout']:g} s during stage '{stage}'")
+            return Verdict("harness_error", f"the reference did not answer within {self.cfg.setup_timeout:g} s during stage '{stage}'")
         self.stop_side(side)
-        return Verdict("timeout", f"timed out after {self.cfg['timeout']:g} s during stage '{stage}'" + self.log_tail(side))
+        return Verdict("timeout", f"timed out after {self.cfg.timeout:g} s during stage '{stage}'" + self.log_tail(side))
 
     # -------------------------------------------------------------- inputs, buffers, phases
 
@@ -439,7 +440,7 @@ class Supervisor:
         """Fresh inputs from a seed the OS gives for this call alone, on the judged device."""
         seed = secrets.randbits(62)
         self.seed_all(seed)
-        if self.cfg["inputs_on"] == "device" and self.device.type == "cuda":
+        if self.cfg.inputs_on == "device" and self.device.type == "cuda":
             try:
                 with self.device:
                     values = list(self.problem.get_inputs())
@@ -503,11 +504,11 @@ class Supervisor:
         """Hold the device lock for one phase; free every buffer of the phase before letting go."""
         self.status.enter("wait_lock")
         key = self.found["device_name"] + (f":{_device_uuid(self.device)}" if self.device.type == "cuda" else "")
-        lock = device_lock(self.cfg["lock_dir"], key if self.device.type == "cuda" else "cpu")
+        lock = device_lock(self.cfg.lock_dir, key if self.device.type == "cuda" else "cpu")
         try:
-            lock.acquire(timeout=float(self.cfg["lock_timeout"]))
+            lock.acquire(timeout=self.cfg.lock_timeout)
         except Exception:  # filelock.Timeout
-            raise Verdict("harness_error", f"could not take the device lock {lock.lock_file} in {self.cfg['lock_timeout']:g} s") from None
+            raise Verdict("harness_error", f"could not take the device lock {lock.lock_file} in {self.cfg.lock_timeout:g} s") from None
         try:
             self.status.enter(stage)
             if self.device.type == "cuda":
@@ -538,7 +539,7 @@ class Supervisor:
         spread, suspect = 0.0, True
         for a, b in zip(first, second, strict=True):
             if a.numel():
-                _, over, diff = compare_chunked(a, b, self.cfg["atol"], self.cfg["rtol"])
+                _, over, diff = compare_chunked(a, b, self.cfg.atol, self.cfg.rtol)
                 spread, suspect = max(spread, diff), suspect and over == 0
         scale = max(float(a.abs().max()) for a in first if a.numel()) or 1.0
         return {"output_sensitivity": spread / scale, "suspect_constant_output": bool(suspect)}
@@ -552,7 +553,7 @@ class Supervisor:
 
         env = self.compiler_env()
         key = build_key(source, torch, self.device, env)
-        folder = BuildFolder(self.cfg["build_dir"], key, timeout=max(self.remaining(), 1.0))
+        folder = BuildFolder(self.cfg.build_dir, key, timeout=max(self.remaining(), 1.0))
         with folder:
             self.found["extra"]["build_cached"] = cached = folder.cached
             if not cached:
@@ -562,17 +563,17 @@ class Supervisor:
                     self.ask(builder, p.Load(source, "kb_candidate.py", build_only=True), p.Done)
                 finally:
                     self.stop_side(builder)
-            if env.get("CXX") and self.cfg["pch_dir"] != "off":
-                self.found["extra"]["pch"] = after_build(Path(self.cfg["pch_dir"]), folder.path / "pch-wanted.jsonl")
+            if env.get("CXX") and self.cfg.pch_dir != "off":
+                self.found["extra"]["pch"] = after_build(Path(self.cfg.pch_dir), folder.path / "pch-wanted.jsonl")
         return folder.path
 
     def compiler_env(self) -> dict[str, str]:
         """CXX (the shared-PCH wrapper) and the CUDA arch the build is for: decided here, not by the candidate."""
         env: dict[str, str] = {}
-        if self.cfg["pch_dir"] != "off":
+        if self.cfg.pch_dir != "off":
             from ..build.pch import compiler_wrapper
 
-            wrapper = compiler_wrapper(self.cfg["pch_dir"])
+            wrapper = compiler_wrapper(self.cfg.pch_dir)
             if wrapper:
                 env["CXX"] = wrapper
         if self.device.type == "cuda" and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
@@ -591,9 +592,9 @@ class Supervisor:
         """A runner process in the sandbox, set up for this device (no candidate code yet)."""
         info = self.sandbox
         scratch = Path("/tmp/kb") if info.kind == "bwrap" else self.work / f"{side_name}-scratch"
-        mounts.masks = [Path(self.cfg["lock_dir"]), Path(self.cfg["build_dir"]), self.work, *secret_paths()]
-        if self.cfg["pch_dir"] != "off":
-            mounts.readonly.append(Path(self.cfg["pch_dir"]))
+        mounts.masks = [Path(self.cfg.lock_dir), Path(self.cfg.build_dir), self.work, *secret_paths()]
+        if self.cfg.pch_dir != "off":
+            mounts.readonly.append(Path(self.cfg.pch_dir))
         env = runner_env(dict(os.environ), scratch / "home", str(Path(__file__).resolve().parents[2]), extra_env)
         mine, theirs = socket.socketpair()
         argv = [sys.executable, "-m", "pytest_kernelbench.judge.runner", str(theirs.fileno()), str(scratch)]
@@ -607,7 +608,7 @@ class Supervisor:
         if side_name == "candidate":
             self.new = side
         try:
-            self.ask(side, p.Setup(self.cfg["device"], self.cfg["device_index"], self.cfg["timer"], torch.get_num_threads()), p.Ready)
+            self.ask(side, p.Setup(self.cfg.device, self.cfg.device_index, self.cfg.timer, torch.get_num_threads()), p.Ready)
         except Verdict as verdict:  # before any candidate code: the sandbox or the machine, not the candidate
             self.stop_side(side)
             raise Verdict("harness_error", f"the runner could not start ({info.label}): {verdict.message}") from None
@@ -642,7 +643,7 @@ class Supervisor:
     def log_tail(self, side: Side) -> str:
         if side.log is None:
             return ""
-        text = read_tail(side.log, int(self.cfg["log_chars"]))
+        text = read_tail(side.log, self.cfg.log_chars)
         return f"\n--- runner log tail ---\n{text}" if text.strip() else ""
 
 
@@ -753,18 +754,6 @@ def _describe_exit(returncode: int | None) -> str:
     return f"exited with code {returncode}"
 
 
-def read_tail(path: Path, limit: int) -> str:
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            if size > limit:
-                fh.seek(size - limit)
-            data = fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    return f"[log truncated: last {limit} of {size} bytes]\n" + data if size > limit else data
-
-
 def _die_with_parent(parent: int) -> None:
     """Stop (and take the runners along) once the process that started us is gone."""
     sleep, getppid = time.sleep, os.getppid
@@ -788,18 +777,18 @@ def _kill_children() -> None:
 
 
 def main(argv: list[str], started: float | None = None) -> int:
-    spec = json.loads(Path(argv[1]).read_text())
-    if spec.get("parent_pid"):
-        _die_with_parent(int(spec["parent_pid"]))
+    spec = Assignment.read(Path(argv[1]))
+    if spec.parent_pid:
+        _die_with_parent(spec.parent_pid)
     become_subreaper()  # whatever a runner leaves behind comes back to us, and is killed below
-    status = Status(spec["status_path"], started)
+    status = Status(spec.status_path, started)
     try:
         found = Supervisor(spec, status).run()
     finally:
         _kill_children()
-    tmp = spec["result_path"] + ".tmp"
+    tmp = spec.result_path + ".tmp"
     Path(tmp).write_text(json.dumps(found, default=str))
-    os.replace(tmp, spec["result_path"])
+    os.replace(tmp, spec.result_path)
     return 0
 
 

@@ -1,6 +1,7 @@
-"""The same clock forgery on a problem whose calls are shorter than the supervisor's clock can
-resolve: not caught as a lie, but the speedup printed is the one the wall clock vouches for."""
-# judge: correct
+"""The same clock forgery on a problem whose calls are about as short as the supervisor's clock can
+resolve: caught as a lie when the truth exceeds the bound (a loaded machine), else not caught, but the
+speedup printed is only what the wall clock vouches for."""
+# judge: correct|rejected
 # speedup-below: 2.0
 import sys
 
