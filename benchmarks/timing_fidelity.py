@@ -99,6 +99,7 @@ def main() -> int:
     parser.add_argument("-n", "--workers", type=int, default=8)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--trials", type=int, default=1, help="correctness trials per item (timing is what is measured here)")
+    parser.add_argument("--passes", type=int, default=2, choices=(1, 2), help="independent pytest runs (2 gives run-to-run spread)")
     parser.add_argument("--skip-do-bench", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="use run1.json/run2.json already in --workdir")
     args = parser.parse_args()
@@ -107,7 +108,7 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     runs = []
     walls_file = work / "walls.json"
-    for name in ("run1", "run2"):
+    for name in ("run1", "run2")[: args.passes]:
         report = work / f"{name}.json"
         if not (args.reuse and report.is_file()):
             started = time.monotonic()
@@ -117,6 +118,8 @@ def main() -> int:
             walls_file.write_text(json.dumps(walls))
         runs.append({r["problem"]: r for r in json.loads(report.read_text())["results"]})
     env = json.loads((work / "run1.json").read_text())["environment"]
+    if len(runs) == 1:
+        runs.append(runs[0])  # one pass: its spread columns read 0
     common = [p for p in runs[0] if p in runs[1]]
     bench = {} if args.skip_do_bench else do_bench_ms(args, set(common))
 
@@ -147,7 +150,7 @@ def main() -> int:
         f"Device: {env.get('gpu', env.get('device'))}, torch {env.get('torch')}, CUDA {env.get('cuda', '-')}; "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d}.",
         f"Command: `python benchmarks/timing_fidelity.py --dataset problems.jsonl --level {args.level} "
-        f"--problems {args.problems} -n {args.workers} --trials {args.trials}`",
+        f"--problems {args.problems} -n {args.workers} --trials {args.trials} --passes {args.passes}`",
         "",
         f"- problems judged in both runs: {judged} of {len(common)}",
         f"- wall time of each pytest run: {walls.get('run1', '?')} s and {walls.get('run2', '?')} s",

@@ -313,6 +313,7 @@ OUTCOME_MEANING = {
     "timeout": "the candidate ran past the time limit (a hang, or far too slow)",
     "rejected": "the judge rejected the candidate",
     "unknown_error": "the run ended without a verdict",
+    "harness_error": "the judge itself failed (not this candidate's fault); it may be judged again",
 }
 
 # ---------------------------------------------------------------------------------------------

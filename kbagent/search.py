@@ -222,6 +222,13 @@ async def _gather_all(coros: Iterable[Coroutine[Any, Any, Any]]) -> list[Any]:
         raise
 
 
+def _rank_reward(result: EvalResult | None) -> float:
+    """A result's reward for ranking; a harness error (no verdict, no reward) ranks as an unknown error."""
+    if result is None:
+        return 0.0
+    return result.reward if result.reward is not None else -6.0
+
+
 def _error_result(problem: Problem, eval_config: EvalConfig, candidate: Candidate, exc: Exception) -> EvalResult:
     return EvalResult(
         problem=problem.id,
@@ -482,7 +489,7 @@ class _Search:
                     id=node.id,
                     lineage=node.lineage,
                     speedup=node.speedup,
-                    reward=node.result.reward if node.result else 0.0,
+                    reward=_rank_reward(node.result),
                     order=node.order,
                 )
             )
@@ -571,7 +578,7 @@ class _Search:
             return max(correct, key=lambda n: (n.speedup, -n.order))
         evaluated = [n for n in with_code if n.result is not None]
         if evaluated:
-            return max(evaluated, key=lambda n: (n.result.reward, -n.order))  # type: ignore[union-attr]
+            return max(evaluated, key=lambda n: (_rank_reward(n.result), -n.order))
         return min(with_code, key=lambda n: n.order) if with_code else None
 
     def _phase_rows(self) -> list[dict[str, Any]]:

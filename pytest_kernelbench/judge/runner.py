@@ -194,7 +194,6 @@ class Runner:
         self.graph = None
         for buf_id in req.ids:
             self.buffers.pop(buf_id, None)
-        gc.collect()
         return p.reply(p.Done)
 
     def on_load(self, req: p.Load, fds: list[int]) -> dict[str, Any]:
@@ -271,8 +270,8 @@ class Runner:
 
     def on_release(self, req: p.Release, fds: list[int]) -> dict[str, Any]:
         self.graph = None
-        gc.collect()
-        if self.device is not None and self.device.type == "cuda":
+        if self.device is not None and self.device.type == "cuda":  # device memory back before the lock goes
+            gc.collect()
             self.torch.cuda.empty_cache()
         return p.reply(p.Done)
 
@@ -433,6 +432,8 @@ def main(argv: list[str]) -> int:
     import faulthandler
 
     faulthandler.enable()  # a segfault in the model leaves its Python stack in the runner's log
+    import torch  # noqa: F401 - at once, while the supervisor is busy elsewhere (it may start us before it needs us)
+
     channel = Channel.from_fd(int(argv[1]))
     scratch = Path(argv[2]) if len(argv) > 2 else Path.cwd()
     Runner(channel, scratch).serve()

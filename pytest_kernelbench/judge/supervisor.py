@@ -3,10 +3,12 @@
 
     python -m pytest_kernelbench.judge.supervisor SPEC.json     (or forked by the fork server)
 
-It loads the problem and runs the reference on a thread of its own, through the same
-:class:`~pytest_kernelbench.judge.runner.Runner` the candidate gets; it starts the candidate's
-runner in the sandbox (:mod:`pytest_kernelbench.judge.sandbox`), after a sandboxed build step
-when the candidate compiles an extension. Every input is made here from a seed drawn from the OS
+It loads the problem (to make inputs), and starts two runner processes
+(:mod:`pytest_kernelbench.judge.runner`): the reference's, trusted, as a plain child, and the
+candidate's in the sandbox (:mod:`pytest_kernelbench.judge.sandbox`), after a sandboxed build step
+when the candidate compiles an extension. Both sides are the same code in the same kind of
+process with the same settings, so both are timed alike (a thread of the supervisor would not be:
+on a GPU it skips the context switches the candidate's calls pay). Every input is made here from a seed drawn from the OS
 for that call alone, copied into each side's shared buffers, and every call's output is sealed and
 compared here. Statistics, the wall-clock cross-check, the speedup and the result are computed
 and written here. A runner's replies are data, checked field by field
@@ -46,8 +48,9 @@ from .assignment import Assignment, read_tail
 from .compare import Sealer, compare_chunked, compare_tensors, flatten, values_equal
 from .locking import device_lock
 from .policy import compute_ops
-from .runner import Runner
 from .sandbox import (
+    SCRATCH,
+    TIMING_ENV,
     Mounts,
     RunnerProcess,
     SandboxInfo,
@@ -64,6 +67,7 @@ from .stats import Stopper, wall_check
 from .transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer
 
 _perf_counter = time.perf_counter
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 CHARGED = frozenset({"compile", "init", "run", "compare", "trace", "time"})  # stages whose time is the candidate's
 CANDIDATE_FAILURE = {"compile": "compile_error", "init": "init_error", "run": "runtime_error", "compare": "runtime_error",
                      "trace": "runtime_error", "time": "runtime_error"}  # fmt: skip
@@ -103,9 +107,9 @@ class Status:
 class Side:
     """One party: the reference (a runner on a thread here) or the candidate (a sandboxed runner process)."""
 
-    def __init__(self, name: str, channel: Channel, process: RunnerProcess | None = None, log: Path | None = None):
+    def __init__(self, name: str, channel: Channel, process: RunnerProcess, log: Path, trusted: bool = False):
         self.name, self.channel, self.process, self.log = name, channel, process, log
-        self.trusted = process is None  # the reference's runner thread; a process runs candidate code
+        self.trusted = trusted  # the reference's runner: never runs candidate code
         self.buffers: dict[int, SharedBuffer] = {}
         self.inputs: list[torch.Tensor] = []  # the supervisor's views of this side's input buffers
         self.args: list[p.Node] = []
@@ -145,6 +149,9 @@ class Supervisor:
         self.new: Side | None = None
         self.sandbox: SandboxInfo | None = None
         self.samples: dict[str, list[float]] = {"ref": [], "new": []}
+        from ..candidates import builds_extension
+
+        self.needs_build = builds_extension(Path(spec.candidate_path).read_text())
         self.walls: dict[str, list[float]] = {"ref": [], "new": []}
 
     # -------------------------------------------------------------- the evaluation
@@ -165,6 +172,7 @@ class Supervisor:
             outcome, message = "harness_error", "the judge failed: " + "".join(traceback.format_exception(exc))[-4000:]
         finally:
             self.stop_candidate()
+            self.stop_side(self.ref)
         stage = self.status.stage
         self.status.enter("done")
         self.found.update(outcome=outcome, message=message, stage="done" if outcome == "correct" else stage,
@@ -192,6 +200,10 @@ class Supervisor:
         self.seed_all(self.cfg.seed)
         self.init_values = list(self.problem.get_init_inputs())
         self.ref = self.start_reference()
+        if not self.needs_build and not self.spec.build_only:  # its runner imports torch while the reference's does
+            self.new = self.launch({}, "runner.log", Mounts())
+        self.ask(self.ref, p.Setup(self.cfg.device, self.cfg.device_index, self.cfg.timer, torch.get_num_threads(), scrub_outputs=True),
+                 p.Ready)  # fmt: skip
         self.ask(self.ref, p.Load(Path(self.spec.problem_path).read_text(), "kb_reference.py", "Model",
                                   "default" if self.cfg.mode == "compile" else ""), p.Done)  # fmt: skip
         self.ask(self.ref, p.Init(self.encode(self.ref, self.init_values), self.cfg.seed), p.Done)
@@ -201,15 +213,12 @@ class Supervisor:
             self.out_spec = self.discover()
 
     def start_reference(self) -> Side:
-        mine, theirs = socket.socketpair()
+        """The reference's runner: a plain child process (trusted code; level 4 needs the network and caches)."""
+        from .sandbox import SandboxInfo
+
         scratch = self.work / "reference"
-        scratch.mkdir(exist_ok=True)
-        runner = Runner(Channel(theirs), scratch)
-        threading.Thread(target=runner.serve, name="kb-reference-runner", daemon=True).start()
-        side = Side("reference", Channel(mine))
-        self.ask(side, p.Setup(self.cfg.device, self.cfg.device_index, self.cfg.timer, torch.get_num_threads(),
-                               scrub_outputs=True), p.Ready)  # fmt: skip
-        return side
+        env = {**os.environ, **TIMING_ENV, "PYTHONPATH": os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p)}
+        return self.spawn("reference", SandboxInfo("none", reason="the reference is trusted"), env, Mounts(), scratch, trusted=True)
 
     def discover(self) -> p.Node:
         """One reference call on fresh inputs, answered with the output's structure."""
@@ -226,12 +235,12 @@ class Supervisor:
         """Build the candidate's extension in a sandboxed build step, then import it in its runner."""
         self.status.enter("compile")
         source = Path(self.spec.candidate_path).read_text()
-        from ..candidates import builds_extension
-
-        folder = self.build(source) if builds_extension(source) else None
+        folder = self.build(source) if self.needs_build else None
         if self.spec.build_only:
             return
-        self.new = self.start_candidate(folder, self.candidate_env(folder), "runner.log", Mounts(overlay=[folder] if folder else []))
+        if self.new is None:
+            self.new = self.launch(self.candidate_env(folder), "runner.log", Mounts(overlay=[folder] if folder else []))
+        self.set_up(self.new)
         self.ask(self.new, p.Load(source, "kb_candidate.py", "ModelNew"), p.Done)
 
     def init(self) -> None:
@@ -361,7 +370,7 @@ class Supervisor:
         return Record(reply, wall, seals)
 
     def candidate_alive(self) -> bool:
-        return self.new is not None and self.new.process is not None and self.new.process.poll() is None
+        return self.new is not None and self.new.process.poll() is None
 
     def check(self, values: list[Any], new: Record, ref: Record, label: str) -> float:
         changed = _first_changed(self.new.inputs, [v for v in flatten(values) if isinstance(v, torch.Tensor)])
@@ -411,13 +420,13 @@ class Supervisor:
             if ready:
                 message, _ = side.channel.recv(timeout=max(left, 5.0))
                 return message
-            if limit and side.process is not None and side.process.rss_bytes() > limit:
+            if limit and not side.trusted and side.process.rss_bytes() > limit:
                 raise self.failure(side, self.status.stage,
                                    f"used more than {self.cfg.max_memory_gb:g} GB of host memory during stage '{self.status.stage}'")
 
     def failure(self, side: Side, stage: str, text: str) -> Verdict:
         if side.trusted:
-            return Verdict("harness_error", f"the reference failed during stage '{stage}': {text}")
+            return Verdict("harness_error", f"the reference failed during stage '{stage}': {text}" + self.log_tail(side))
         self.stop_side(side)
         if stage in CANDIDATE_FAILURE:
             return Verdict(CANDIDATE_FAILURE[stage], text + self.log_tail(side))
@@ -493,7 +502,7 @@ class Supervisor:
             return
         ids = side.drop_buffers()
         with contextlib.suppress(Exception):
-            if side is not self.new or (side.process is not None and side.process.poll() is None):
+            if side.process.poll() is None:
                 side.channel.send(p.UnmapBuffers(ids).to_wire())
                 self.wait(side, time.monotonic() + 60)
                 side.channel.send(p.Release().to_wire())
@@ -519,8 +528,8 @@ class Supervisor:
         finally:
             self.end_phase_buffers(self.ref)
             self.end_phase_buffers(self.new)
-            gc.collect()
-            if self.device.type == "cuda":
+            if self.device.type == "cuda":  # the phase's device memory is free before the next holder comes
+                gc.collect()
                 torch.cuda.empty_cache()
             lock.release()
 
@@ -558,7 +567,7 @@ class Supervisor:
             self.found["extra"]["build_cached"] = cached = folder.cached
             if not cached:
                 step_env = {**self.candidate_env(folder.path), "KB_PCH_WANTED": str(folder.path / "pch-wanted.jsonl")}
-                builder = self.start_candidate(None, step_env, "build.log", Mounts(writable=[folder.path]), side_name="build")
+                builder = self.set_up(self.launch(step_env, "build.log", Mounts(writable=[folder.path]), side_name="build"))
                 try:
                     self.ask(builder, p.Load(source, "kb_candidate.py", build_only=True), p.Done)
                 finally:
@@ -587,35 +596,38 @@ class Supervisor:
             extra["TORCH_EXTENSIONS_DIR"] = str(folder)
         return extra
 
-    def start_candidate(self, folder: Path | None, extra_env: dict[str, str], log_name: str, mounts: Mounts,
-                        side_name: str = "candidate") -> Side:  # fmt: skip
-        """A runner process in the sandbox, set up for this device (no candidate code yet)."""
+    def launch(self, extra_env: dict[str, str], log_name: str, mounts: Mounts, side_name: str = "candidate") -> Side:
+        """A runner process in the sandbox, importing torch while nothing is asked of it yet (no candidate code)."""
         info = self.sandbox
-        scratch = Path("/tmp/kb") if info.kind == "bwrap" else self.work / f"{side_name}-scratch"
+        scratch = SCRATCH if info.kind == "bwrap" else self.work / f"{side_name}-scratch"
         mounts.masks = [Path(self.cfg.lock_dir), Path(self.cfg.build_dir), self.work, *secret_paths()]
         if self.cfg.pch_dir != "off":
             mounts.readonly.append(Path(self.cfg.pch_dir))
-        env = runner_env(dict(os.environ), scratch / "home", str(Path(__file__).resolve().parents[2]), extra_env)
+        env = runner_env(dict(os.environ), scratch / "home", PACKAGE_ROOT, extra_env)
+        return self.spawn(side_name, info, env, mounts, scratch, log_name=log_name)
+
+    def set_up(self, side: Side) -> Side:
+        try:
+            self.ask(side, p.Setup(self.cfg.device, self.cfg.device_index, self.cfg.timer, torch.get_num_threads()), p.Ready)
+        except Verdict as verdict:  # before any candidate code: the sandbox or the machine, not the candidate
+            self.stop_side(side)
+            raise Verdict("harness_error", f"the runner could not start ({self.sandbox.label}): {verdict.message}") from None
+        return side
+
+    def spawn(self, name: str, info: SandboxInfo, env: dict[str, str], mounts: Mounts, scratch: Path, *,
+              log_name: str = "", trusted: bool = False) -> Side:  # fmt: skip
         mine, theirs = socket.socketpair()
         argv = [sys.executable, "-m", "pytest_kernelbench.judge.runner", str(theirs.fileno()), str(scratch)]
-        log = self.work / log_name
+        log = self.work / (log_name or f"{name}.log")
         try:
             process = RunnerProcess(info, argv, env=env, mounts=mounts, work=self.work, scratch=scratch, log_path=log,
                                     pass_fd=theirs.fileno())  # fmt: skip
         finally:
             theirs.close()
-        side = Side(side_name, Channel(mine), process, log)
-        if side_name == "candidate":
-            self.new = side
-        try:
-            self.ask(side, p.Setup(self.cfg.device, self.cfg.device_index, self.cfg.timer, torch.get_num_threads()), p.Ready)
-        except Verdict as verdict:  # before any candidate code: the sandbox or the machine, not the candidate
-            self.stop_side(side)
-            raise Verdict("harness_error", f"the runner could not start ({info.label}): {verdict.message}") from None
-        return side
+        return Side(name, Channel(mine), process, log, trusted=trusted)
 
     def stop_side(self, side: Side | None) -> None:
-        if side is None or side.process is None:
+        if side is None:
             return
         with contextlib.suppress(Exception):
             side.channel.send(p.Exit().to_wire())
@@ -623,12 +635,10 @@ class Supervisor:
         side.channel.close()
 
     def stop_candidate(self) -> None:
-        if self.new is not None and self.new.process is not None and self.new.process.poll() is None:
+        if self.new is not None and self.new.process.poll() is None:
             self.stop_side(self.new)
 
     def exit_text(self, side: Side) -> str:
-        if side.process is None:
-            return "stopped"
         code = side.process.poll()
         if code is None:
             for _ in range(20):
@@ -641,8 +651,6 @@ class Supervisor:
         return _describe_exit(code)
 
     def log_tail(self, side: Side) -> str:
-        if side.log is None:
-            return ""
         text = read_tail(side.log, self.cfg.log_chars)
         return f"\n--- runner log tail ---\n{text}" if text.strip() else ""
 

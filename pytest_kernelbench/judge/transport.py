@@ -142,9 +142,6 @@ class SharedMemoryError(RuntimeError):
     """A shared buffer could not be made or mapped."""
 
 
-_MADE_HERE: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()  # inode -> mapping, buffers this process made
-
-
 class SharedBuffer:
     """``nbytes`` of memory that the supervisor and a runner both map.
 
@@ -168,20 +165,12 @@ class SharedBuffer:
             fd = os.memfd_create("kb-shared", os.MFD_CLOEXEC)
             os.ftruncate(fd, max(nbytes, 1))
             mapping = _HostMapping(fd, max(nbytes, 1))
-        _MADE_HERE[os.fstat(fd).st_ino] = mapping
         return cls(nbytes, device, mapping, fd)
 
     @classmethod
     def open(cls, fd: int, nbytes: int, device: Any) -> SharedBuffer:
-        """Map a received descriptor; the descriptor is closed here (the mapping keeps the memory).
-
-        A buffer this very process made (the reference's runner thread in the supervisor) is not
-        imported again: its existing mapping is shared.
-        """
+        """Map a received descriptor; the descriptor is closed here (the mapping keeps the memory)."""
         try:
-            mine = _MADE_HERE.get(os.fstat(fd).st_ino)
-            if mine is not None:
-                return cls(nbytes, device, mine, None)
             if device.type == "cuda":
                 mapping = _DeviceMapping.open(fd, max(nbytes, 1), device)
             else:
