@@ -47,6 +47,7 @@ class Clocks:
         self.torch = torch
         self.cuda = device.type == "cuda"
         self.device = device
+        self._synchronize = torch.cuda.synchronize  # bound before any candidate code exists
         self.gap_ms: float | None = None
         self.gap_threshold_ms = 0.0
         if self.cuda:
@@ -55,7 +56,7 @@ class Clocks:
 
     def sync(self) -> None:
         if self.cuda:
-            self.torch.cuda.synchronize(self.device)
+            self._synchronize(self.device)
 
     def _events_once(self, fn: Callable[[], Any]) -> tuple[float, float, Any]:
         torch = self.torch

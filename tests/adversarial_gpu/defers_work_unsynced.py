@@ -1,6 +1,6 @@
 """Does the work on a side stream and turns every synchronisation in its process into a no-op, so the
 call (and the reply) are over before the work is: off the event clock and, it hopes, off the wall clock."""
-# judge: incorrect|rejected
+# judge: incorrect|rejected|runtime_error
 # problem: gpu-timing
 import torch
 import torch.nn as nn
