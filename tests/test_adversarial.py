@@ -200,8 +200,8 @@ def next_candidate_clean(scene: dict) -> None:
     assert not list(REPO.rglob("kb_poison.pth")) and not (REPO / "torch.py").exists()
 
 
-CHECKS = {"no-survivor": no_survivor, "next-candidate-clean": next_candidate_clean, "lock-free": lock_free, "secrets-planted": secrets_planted, "server": server,
-          "caches-untouched": caches_untouched}  # fmt: skip
+CHECKS = {"no-survivor": no_survivor, "next-candidate-clean": next_candidate_clean, "lock-free": lock_free,
+          "secrets-planted": secrets_planted, "server": server, "caches-untouched": caches_untouched}  # fmt: skip
 
 
 def test_op_breakdown_is_reported_for_every_candidate(scene):

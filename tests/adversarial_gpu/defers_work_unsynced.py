@@ -1,6 +1,9 @@
 """Does the work on a side stream and turns every synchronisation in its process into a no-op, so the
-call (and the reply) are over before the work is: off the event clock and, it hopes, off the wall clock."""
-# judge: incorrect|rejected|runtime_error
+call (and the reply) are over before the work is: off the event clock and, it hopes, off the wall clock.
+The runner bound its synchronisation before candidate code: its whole-device sync waits for the
+side stream, and the call is timed to it (on the H100: correct at 0.99x, every sample off-stream)."""
+# judge: correct|incorrect|rejected
+# speedup-below: 1.15
 # problem: gpu-timing
 import torch
 import torch.nn as nn
