@@ -18,7 +18,12 @@ from typing import Any
 
 import torch
 
-_CHUNK = 1 << 24  # elements compared at a time: bounded extra memory for huge outputs
+_CHUNK = 1 << 24  # elements compared at a time on CPU: bounded extra memory for huge outputs
+_CHUNK_CUDA = 1 << 26  # on a GPU (a 6 GB output in 24 chunks; a few hundred MB of temporaries)
+
+
+def _chunk(t: torch.Tensor) -> int:
+    return _CHUNK_CUDA if t.is_cuda else _CHUNK
 _MASK = (1 << 63) - 1
 
 
@@ -52,8 +57,9 @@ class Sealer:
     def seal(self, t: torch.Tensor) -> int:
         total = 0
         flat = t.detach().reshape(-1)
-        for start in range(0, flat.numel(), _CHUNK):
-            total = (total + self.digest_words(self.words(flat[start : start + _CHUNK]))) & _MASK
+        step = _chunk(flat)
+        for start in range(0, flat.numel(), step):
+            total = (total + self.digest_words(self.words(flat[start : start + step]))) & _MASK
         return total
 
 
@@ -64,11 +70,12 @@ def compare_tensors(new: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
     nonfinite = over = 0
     diff_max = 0.0
     digest = 0
-    for start in range(0, a.numel(), _CHUNK):
-        x = a[start : start + _CHUNK].clone()  # one read of the shared slot: compared and digested alike
+    step = _chunk(a)
+    for start in range(0, a.numel(), step):
+        x = a[start : start + step].clone()  # one read of the shared slot: compared and digested alike
         if sealer is not None:
             digest = (digest + sealer.digest_words(sealer.words(x))) & _MASK
-        nf, ov, dm = _compare_chunk(x, b[start : start + _CHUNK], atol, rtol)
+        nf, ov, dm = _compare_chunk(x, b[start : start + step], atol, rtol)
         nonfinite, over, diff_max = nonfinite + nf, over + ov, max(diff_max, dm)
     if sealer is not None and seal is not None and digest != seal:
         return "the output changed after the call returned (work still running when the call was over?)", math.inf
@@ -80,11 +87,12 @@ def compare_tensors(new: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
 
 
 def _compare_chunk(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: float) -> tuple[int, int, float]:
-    x, y = x.double(), y.double()
+    """In float32 for float32 and narrower floats (upcast), float64 for float64 and integers."""
+    wide = torch.float64 if x.dtype == torch.float64 or not x.is_floating_point() else torch.float32
+    x, y = x.to(wide), y.to(wide)
     nonfinite = int((~torch.isfinite(x) & torch.isfinite(y)).sum())
     diff = (x - y).abs()
-    finite = torch.isfinite(diff)
-    diff_max = float(diff[finite].max()) if bool(finite.any()) else 0.0
+    diff_max = float(torch.nan_to_num(diff, nan=0.0, posinf=0.0).max()) if diff.numel() else 0.0
     over = int((~torch.isclose(x, y, atol=atol, rtol=rtol, equal_nan=True)).sum())
     return nonfinite, over, diff_max
 
@@ -93,8 +101,9 @@ def compare_chunked(n: torch.Tensor, r: torch.Tensor, atol: float, rtol: float) 
     """(values non-finite where the reference is finite, values outside tolerance, max finite abs diff)."""
     a, b = n.detach().reshape(-1), r.detach().reshape(-1)
     totals = [0, 0, 0.0]
-    for start in range(0, a.numel(), _CHUNK):
-        nf, ov, dm = _compare_chunk(a[start : start + _CHUNK], b[start : start + _CHUNK], atol, rtol)
+    step = _chunk(a)
+    for start in range(0, a.numel(), step):
+        nf, ov, dm = _compare_chunk(a[start : start + step], b[start : start + step], atol, rtol)
         totals = [totals[0] + nf, totals[1] + ov, max(totals[2], dm)]
     return int(totals[0]), int(totals[1]), float(totals[2])
 

@@ -231,6 +231,11 @@ def _ppids() -> dict[int, int]:
 
 
 def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``: through /proc's children files (fast), else a scan of /proc."""
+    try:
+        return _walk_children(pid)
+    except OSError:
+        pass
     parents = _ppids()
     children: dict[int, list[int]] = {}
     for child, parent in parents.items():
@@ -240,6 +245,25 @@ def descendants(pid: int) -> list[int]:
         for child in children.get(todo.pop(), []):
             found.append(child)
             todo.append(child)
+    return found
+
+
+def _walk_children(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except FileNotFoundError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{current}/task/{tid}/children") as fh:
+                    kids = [int(k) for k in fh.read().split()]
+            except FileNotFoundError:
+                continue
+            found += kids
+            todo += kids
     return found
 
 
@@ -259,9 +283,11 @@ def kill_tree(pid: int, rounds: int = 20) -> None:
         time.sleep(0.01)
 
 
-def freeze_tree(pid: int) -> list[int]:
-    """SIGSTOP ``pid`` and every descendant; a process forked meanwhile is caught by the next round
-    (a stopped process cannot fork, so this ends). Returns what to :func:`thaw`."""
+def freeze_tree(pid: int, wait: float = 1.0) -> list[int]:
+    """SIGSTOP ``pid`` and every descendant, and wait until every thread of theirs has stopped: a signal
+    takes effect when its target next leaves the kernel, so a thread in the middle of a kernel launch
+    finishes that launch first. A process forked meanwhile is caught by the next round (a stopped
+    process cannot fork, so this ends). Returns what to :func:`thaw`."""
     stopped: list[int] = []
     for _ in range(20):
         new = [q for q in [pid, *descendants(pid)] if q not in stopped]
@@ -273,7 +299,26 @@ def freeze_tree(pid: int) -> list[int]:
                 stopped.append(victim)
             except (ProcessLookupError, PermissionError):
                 pass
+    deadline = time.monotonic() + wait
+    while not all(_all_threads_stopped(q) for q in stopped) and time.monotonic() < deadline:
+        time.sleep(0.0001)
     return stopped
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return True
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
+                stat = fh.read()
+        except FileNotFoundError:
+            continue
+        if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"T", b"t", b"Z", b"X"):
+            return False
+    return True
 
 
 def thaw(pids: list[int]) -> None:

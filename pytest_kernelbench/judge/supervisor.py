@@ -110,6 +110,7 @@ class Side:
     def __init__(self, name: str, channel: Channel, process: RunnerProcess, log: Path, trusted: bool = False):
         self.name, self.channel, self.process, self.log = name, channel, process, log
         self.trusted = trusted  # the reference's runner: never runs candidate code
+        self.frozen: list[int] = []  # its processes, while stopped between requests
         self.buffers: dict[int, SharedBuffer] = {}
         self.inputs: list[torch.Tensor] = []  # the supervisor's views of this side's input buffers
         self.args: list[p.Node] = []
@@ -148,6 +149,7 @@ class Supervisor:
         self.ref: Side | None = None
         self.new: Side | None = None
         self.sandbox: SandboxInfo | None = None
+        self._quiet_s: float | None = None  # a probe kernel's round trip on a quiet GPU
         self.samples: dict[str, list[float]] = {"ref": [], "new": []}
         from ..candidates import builds_extension
 
@@ -211,6 +213,8 @@ class Supervisor:
         locked = self.cfg.mode == "eager" or big
         with self.device_phase("reference") if locked else contextlib.nullcontext():
             self.out_spec = self.discover()
+            if self.device.type == "cuda":  # before any candidate code runs: the GPU is ours and the reference's
+                self._quiet_s = self._probe_floor()
 
     def start_reference(self) -> Side:
         """The reference's runner: a plain child process (trusted code; level 4 needs the network and caches)."""
@@ -297,27 +301,19 @@ class Supervisor:
         self.confirmed_new_ms = check.confirmed_ms
 
     def recheck(self) -> None:
-        """The candidate's process is gone: on a GPU, time the reference alone (kernels a candidate left
-        queued could have slowed it in the interleaved window; a stopped process's queued kernels still
-        run); and measure how much the reference's output moves with its input."""
+        """The candidate's process is gone: how much the reference's output moves with its input; the speedup.
+
+        The reference is not re-timed alone: on the H100 a reference timed without the candidate's
+        kernels between its calls ran up to 23% faster (the GPU's power state), so only the
+        interleaved medians compare like with like. Queued candidate work cannot slow the reference:
+        every call drains the GPU before the next one (:meth:`call`).
+        """
         self.status.enter("recheck")
         self.stop_candidate()
-        solo: list[float] = []
         with self.device_phase("recheck"):
             self.bind(sides=(self.ref,))
-            if self.device.type == "cuda":
-                stopper = Stopper(max(self.cfg.min_reps // 2, 5), self.cfg.max_reps,
-                                  self.cfg.max_time / 2, self.cfg.rel_err)  # fmt: skip
-                started = _perf_counter()
-                while not stopper.done({"ref": solo}, _perf_counter() - started):
-                    solo.append(self.call(self.ref, self.make_inputs()).reply.ms)
             self.found["extra"].update(self.sensitivity())
-        ref_mixed, new = statistics.median(self.samples["ref"]), statistics.median(self.samples["new"])
-        ref = ref_mixed
-        if solo:
-            ref_solo = statistics.median(solo)
-            self.found["extra"].update(ref_interleaved_ms=ref_mixed, ref_solo_ms=ref_solo)
-            ref = min(ref_mixed, ref_solo)
+        ref, new = statistics.median(self.samples["ref"]), statistics.median(self.samples["new"])
         self.found["samples"] = dict(self.samples)
         confirmed = max(new, self.confirmed_new_ms)  # what the supervisor's clock vouches for (stats.wall_check)
         self.found["extra"]["speedup_capped"] = confirmed > new
@@ -352,22 +348,58 @@ class Supervisor:
         return graph
 
     def call(self, side: Side, values: list[Any], *, label: str = "", graph: bool = False) -> Record:
-        """Write ``values`` into the side's buffers, have it call, seal its output: all on the wall clock.
+        """One call, on the supervisor's clock from writing its inputs to the GPU being quiet again.
 
-        While the reference works, every process of the candidate is stopped (SIGSTOP cannot be
-        caught): no thread of the candidate's competes with the reference for the CPU or the GPU.
+        Every runner is stopped (SIGSTOP, which cannot be caught) whenever it is not serving a
+        request: nothing of the candidate's runs while the reference is called or compared. After
+        its reply, a side's output is sealed, and on a GPU the side is stopped and the supervisor
+        waits until no other context has work queued (:meth:`drain`): kernels a candidate left
+        running behind its reply are waited for on its own wall clock, never on the reference's.
         """
-        frozen = freeze_tree(self.new.process.pid) if side.trusted and self.candidate_alive() else []
-        try:
-            start = _perf_counter()
-            self.refill(side, values)
-            reply = self.ask(side, p.Call(side.args, side.expect, graph), p.Called, label=label)
-            seals = [self.sealer.seal(slot) for slot in side.slots]
-            self.sync()
-            wall = (_perf_counter() - start) * 1e3
-        finally:
-            thaw(frozen)
+        start = _perf_counter()
+        self.refill(side, values)
+        reply = self.ask(side, p.Call(side.args, side.expect, graph), p.Called, label=label, stop=False)
+        seals = [self.sealer.seal(slot) for slot in side.slots]
+        self.sync()
+        if self.device.type == "cuda":  # its queued kernels are its own time: stop it, then wait for the GPU
+            self.freeze(side)
+            self.drain(side)
+        wall = (_perf_counter() - start) * 1e3
+        self.freeze(side)  # on CPU nothing of it can be queued; stopping it is not its time (its tree costs more to stop)
         return Record(reply, wall, seals)
+
+    def freeze(self, side: Side) -> None:
+        if side.process.poll() is None and not side.frozen:
+            side.frozen = freeze_tree(side.process.pid)
+
+    def thaw(self, side: Side) -> None:
+        thaw(side.frozen)
+        side.frozen = []
+
+    def drain(self, side: Side) -> None:
+        """CUDA: launch a tiny kernel of ours until one comes back at once (another context's queued work
+        delays it by its time slices); the wait is the side's. A side that keeps the GPU busy past its
+        time limit times out."""
+        if self.device.type != "cuda":
+            return
+        if self._quiet_s is None:
+            self._quiet_s = self._probe_floor()
+        deadline = time.monotonic() + (self.cfg.setup_timeout if side.trusted else max(self.remaining(), 0.0))
+        while self._probe() > self._quiet_s:
+            if time.monotonic() > deadline:
+                raise self.timed_out(side, self.status.stage)
+
+    def _probe(self) -> float:
+        t0 = _perf_counter()
+        self._probe_buf.add_(1)
+        torch.cuda.synchronize(self.device)
+        return _perf_counter() - t0
+
+    def _probe_floor(self) -> float:
+        """How long a probe takes on a quiet GPU (every runner is stopped here), with margin."""
+        self._probe_buf = torch.zeros(1, device=self.device)
+        times = sorted(self._probe() for _ in range(21))
+        return max(3 * times[10], times[10] + 100e-6)
 
     def candidate_alive(self) -> bool:
         return self.new is not None and self.new.process.poll() is None
@@ -392,11 +424,12 @@ class Supervisor:
         return worst
 
     def ask(self, side: Side, request: p.Request, kind: type[p.Reply], *, label: str = "", fail_ok: bool = False,
-            fds: list[int] | None = None) -> Any:  # fmt: skip
+            fds: list[int] | None = None, stop: bool = True) -> Any:  # fmt: skip
         """Send a request and wait for its checked reply; any failure becomes the stage's verdict."""
         stage = self.status.stage
         deadline = time.monotonic() + (self.cfg.setup_timeout if side.trusted else self.remaining())
         where = f"{label}: " if label else ""
+        self.thaw(side)
         try:
             side.channel.send(request.to_wire(), fds or [])
             reply = p.parse_reply(self.wait(side, deadline), kind)
@@ -406,6 +439,8 @@ class Supervisor:
             raise self.failure(side, stage, f"{where}the runner {self.exit_text(side)} during stage '{stage}' without answering") from None
         except (ProtocolError, p.BadReply) as exc:
             raise self.failure(side, stage, f"{where}malformed reply from the runner: {exc}") from None
+        if stop:
+            self.freeze(side)
         if not reply.ok and not fail_ok:
             raise self.failure(side, stage, where + reply.error)
         return reply
@@ -501,6 +536,7 @@ class Supervisor:
         if side is None:
             return
         ids = side.drop_buffers()
+        self.thaw(side)
         with contextlib.suppress(Exception):
             if side.process.poll() is None:
                 side.channel.send(p.UnmapBuffers(ids).to_wire())
@@ -629,6 +665,7 @@ class Supervisor:
     def stop_side(self, side: Side | None) -> None:
         if side is None:
             return
+        self.thaw(side)
         with contextlib.suppress(Exception):
             side.channel.send(p.Exit().to_wire())
         side.process.kill()

@@ -1,9 +1,10 @@
 """Exactly the reference, plus a thread that queues a burst of GPU work (two big matmuls, about the
 reference's own time) on a side stream right after each of its calls returns, so that it runs
 into whatever is timed next: in a judge that times the reference in that window, the reference
-looks slow and the candidate fast. Its CPU side is stopped while the reference is timed, and the
-reference is timed again alone once the candidate's process is gone."""
-# judge: correct
+looks slow and the candidate fast. Every runner is stopped between its requests, and after each call
+the supervisor waits, on that side's wall clock, until the GPU is quiet: the burst is charged to the
+candidate (on the H100: rejected, 42.6 ms a call more than its reported time accounts for)."""
+# judge: rejected|correct
 # problem: gpu-timing
 # speedup-below: 1.15
 import threading
