@@ -28,6 +28,7 @@ import datetime
 import itertools
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -157,6 +158,9 @@ def run_phase(name, problem, candidates, config, jobs, device, judges=1):
         "pch": config.pch_dir if config.pch_dir == "off" else "on",
         "pch_events": _pch_events(config, since),
         "speedups": [round(r.speedup, 3) if r.speedup else None for r in results],
+        "not_correct": [f"{r.outcome.value}: {r.message[:300]}" for r in results if not r.correct],
+        "median_stage_s": {k: round(statistics.median(r.stage_seconds.get(k, 0.0) for r in results), 3)
+                           for k in ("reference", "compile", "init", "run", "trace", "time", "recheck", "wait_lock")},
     }
     print(json.dumps(row), flush=True)
     return row

@@ -352,20 +352,22 @@ class Supervisor:
 
         Every runner is stopped (SIGSTOP, which cannot be caught) whenever it is not serving a
         request: nothing of the candidate's runs while the reference is called or compared. After
-        its reply, a side's output is sealed, and on a GPU the side is stopped and the supervisor
-        waits until no other context has work queued (:meth:`drain`): kernels a candidate left
-        running behind its reply are waited for on its own wall clock, never on the reference's.
+        its reply, a side's output is sealed and, on a GPU, the supervisor waits until no other
+        context has work queued (:meth:`drain`), once before the side is stopped and once after:
+        kernels a candidate left running behind its reply are waited for on its own wall clock,
+        never on the reference's.
         """
         start = _perf_counter()
         self.refill(side, values)
         reply = self.ask(side, p.Call(side.args, side.expect, graph), p.Called, label=label, stop=False)
         seals = [self.sealer.seal(slot) for slot in side.slots]
         self.sync()
-        if self.device.type == "cuda":  # its queued kernels are its own time: stop it, then wait for the GPU
-            self.freeze(side)
-            self.drain(side)
+        self.drain(side)  # kernels it left queued behind its reply are its own time
         wall = (_perf_counter() - start) * 1e3
-        self.freeze(side)  # on CPU nothing of it can be queued; stopping it is not its time (its tree costs more to stop)
+        # Stopping it is not its time (a sandboxed tree costs more to stop than the reference's process); what
+        # it launched before it stopped is: a GPU still busy after the stop is waited for and charged to it.
+        self.freeze(side)
+        wall += self.drain(side) * 1e3
         return Record(reply, wall, seals)
 
     def freeze(self, side: Side) -> None:
@@ -376,18 +378,22 @@ class Supervisor:
         thaw(side.frozen)
         side.frozen = []
 
-    def drain(self, side: Side) -> None:
+    def drain(self, side: Side) -> float:
         """CUDA: launch a tiny kernel of ours until one comes back at once (another context's queued work
-        delays it by its time slices); the wait is the side's. A side that keeps the GPU busy past its
-        time limit times out."""
+        delays it by its time slices); returns the seconds waited beyond a first quiet probe (0.0 on a
+        quiet GPU, and on CPU). A side that keeps the GPU busy past its time limit times out."""
         if self.device.type != "cuda":
-            return
+            return 0.0
         if self._quiet_s is None:
             self._quiet_s = self._probe_floor()
         deadline = time.monotonic() + (self.cfg.setup_timeout if side.trusted else max(self.remaining(), 0.0))
+        start = _perf_counter()
+        if self._probe() <= self._quiet_s:
+            return 0.0
         while self._probe() > self._quiet_s:
             if time.monotonic() > deadline:
                 raise self.timed_out(side, self.status.stage)
+        return _perf_counter() - start
 
     def _probe(self) -> float:
         t0 = _perf_counter()
