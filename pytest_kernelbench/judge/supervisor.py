@@ -357,6 +357,7 @@ class Supervisor:
         kernels a candidate left running behind its reply are waited for on its own wall clock,
         never on the reference's.
         """
+        self.thaw(side)  # continuing a stopped tree is not its time either; before the clock, its inputs are old ones
         start = _perf_counter()
         self.refill(side, values)
         reply = self.ask(side, p.Call(side.args, side.expect, graph), p.Called, label=label, stop=False)
