@@ -8,9 +8,8 @@ GPU timed under the per-device lock), then times each reference once more with
 ``triton.testing.do_bench`` for comparison, and writes a Markdown table: speedup of
 each run, run-to-run spread, our reference median against do_bench's, and the figures of the
 isolated judge's checks for an honest candidate: its per-call excess over the reference's overhead
-against the wall-clock bound (how close an honest candidate comes to being rejected), whether its
-speedup was capped, and the reference timed alone after the candidate was gone against the
-interleaved reference.
+against the wall-clock bound (how close an honest candidate comes to being rejected) and whether its
+speedup was capped.
 """
 
 from __future__ import annotations
@@ -63,15 +62,18 @@ def _bench(do_bench, torch, model, inputs) -> float:
         return float(do_bench(lambda: model(*inputs), warmup=25, rep=100))
 
 
+def _drop_columns(row: str, drop: tuple[int, ...]) -> str:
+    cells = row.strip().strip("|").split("|")
+    return "|" + "|".join(c for i, c in enumerate(cells) if i not in drop) + "|"
+
+
 def _check_figures(result: dict) -> dict:
     extra = result.get("extra", {})
     wall = extra.get("wall_check", {})
-    mixed, solo = extra.get("ref_interleaved_ms"), extra.get("ref_solo_ms")
     bound = wall.get("bound_ms") or float("nan")
     return {
         "event": (result["ref_ms"] / result["new_ms"]) if result.get("new_ms") else float("nan"),
         "excess_of_bound": (wall.get("excess_ms", float("nan")) / bound) if bound else float("nan"),
-        "solo_ratio": (solo / mixed) if solo and mixed else float("nan"),
         "capped": bool(extra.get("speedup_capped")),
     }
 
@@ -80,12 +82,9 @@ def _check_summary(checks: list[dict]) -> list[str]:
     if not checks:
         return []
     ratios = sorted(c["excess_of_bound"] for c in checks if c["excess_of_bound"] == c["excess_of_bound"])
-    solo = sorted(c["solo_ratio"] for c in checks if c["solo_ratio"] == c["solo_ratio"])
     lines = [f"- wall-clock check, honest candidates: excess/bound median {statistics.median(ratios):.2f}, max {ratios[-1]:.2f} "
              f"(over {len(ratios)} results; 1.0 rejects)" if ratios else "- no wall-clock figures",
              f"- speedups capped (gain below the clock's resolution): {sum(c['capped'] for c in checks)} of {len(checks)}"]
-    if solo:
-        lines.append(f"- reference alone / interleaved: median {statistics.median(solo):.4f}, min {solo[0]:.4f}, max {solo[-1]:.4f}")
     return lines
 
 
@@ -131,19 +130,22 @@ def main() -> int:
         if ok:
             within += abs(sa - 1) <= 0.02 and abs(sb - 1) <= 0.02
             spreads.append(abs(sa - sb))
-            checks += [_check_figures(r) for r in (a, b)]
+            checks += [_check_figures(r) for r in ((a,) if args.passes == 1 else (a, b))]
         ref = a.get("ref_ms")
         db = bench.get(pid)
         fig = _check_figures(a)
         rows.append(
             f"| {pid} | {a['outcome']} | {sa:.3f} | {sb:.3f} | {abs(sa - sb):.3f} | {fig['event']:.3f} | {fig['excess_of_bound']:.2f} | "
-            f"{fig['solo_ratio']:.3f} | {'yes' if fig['capped'] else ''} | {ref:.4g} | "
+            f"{'yes' if fig['capped'] else ''} | {ref:.4g} | "
             + (f"{db:.4g} | {ref / db:.3f} |" if db else "- | - |")
             if ok
-            else f"| {pid} | {a['outcome']}/{b['outcome']} | - | - | - | - | - | - | - | - | - | - |"
+            else f"| {pid} | {a['outcome']}/{b['outcome']} | - | - | - | - | - | - | - | - | - |"
         )
     walls = json.loads(walls_file.read_text()) if walls_file.is_file() else {}
     judged = sum(1 for p in common if runs[0][p].get("speedup") is not None and runs[1][p].get("speedup") is not None)
+    one = args.passes == 1
+    if one:  # no second run: drop its columns and say so
+        rows = [_drop_columns(row, (3, 4)) for row in rows]
     lines = [
         "# Timing fidelity: `--solutions baseline` must report 1.00",
         "",
@@ -152,22 +154,23 @@ def main() -> int:
         f"Command: `python benchmarks/timing_fidelity.py --dataset problems.jsonl --level {args.level} "
         f"--problems {args.problems} -n {args.workers} --trials {args.trials} --passes {args.passes}`",
         "",
-        f"- problems judged in both runs: {judged} of {len(common)}",
-        f"- wall time of each pytest run: {walls.get('run1', '?')} s and {walls.get('run2', '?')} s",
-        f"- both runs within +-2% of 1.00: {within} of {judged}",
+        f"- problems judged{'' if one else ' in both runs'}: {judged} of {len(common)}",
+        f"- wall time of the pytest run{'' if one else 's'}: {walls.get('run1', '?')} s"
+        + ("" if one else f" and {walls.get('run2', '?')} s"),
+        f"- {'within' if one else 'both runs within'} +-2% of 1.00: {within} of {judged}",
         f"- run-to-run |speedup1 - speedup2|: median {statistics.median(spreads):.4f}, max {max(spreads):.4f}"
-        if spreads
-        else "- no speedups",
+        if spreads and not one
+        else "- one run: no run-to-run spread",
         "",
         *_check_summary(checks),
         "",
         "Per problem (run 1 for the check columns): event = reference/candidate medians as the runners claimed them;",
         "excess/bound = the candidate's per-call overhead beyond the reference's, over the wall-clock bound (1.0 would",
-        "reject); solo/mixed = the reference timed alone after the candidate's process was gone, over the interleaved one.",
+        "reject); capped = a gain below the clock's resolution, not printed.",
         "",
-        "| problem | outcome | speedup run 1 | speedup run 2 | spread | event | excess/bound | solo/mixed | capped | "
-        "our ref median ms | do_bench ms | ours / do_bench |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
+        *((_drop_columns("| problem | outcome | speedup run 1 | speedup run 2 | spread | event | excess/bound | capped | "
+                         "our ref median ms | do_bench ms | ours / do_bench |", (3, 4) if one else ()),
+           _drop_columns("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |", (3, 4) if one else ()))),
         *rows,
     ]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

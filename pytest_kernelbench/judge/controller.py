@@ -32,7 +32,7 @@ from .sandbox import TIMING_ENV
 
 _POLL_SECONDS = 0.05
 # Stages where the harness, not the candidate, is at work: importing torch, building the reference
-# (torch.compile in --mode compile can take minutes), timing the reference alone, or waiting for the
+# (torch.compile in --mode compile can take minutes), the recheck after the candidate is gone, or waiting for the
 # device lock. They do not count against the candidate's time limit; the first two have their own.
 SETUP_STAGES = frozenset({"start", "reference"})
 UNCHARGED = frozenset({"start", "reference", "wait_lock", "recheck", "done"})

@@ -15,8 +15,8 @@ and written here. A runner's replies are data, checked field by field
 (:func:`~pytest_kernelbench.judge.protocol.parse_reply`).
 
 Stages, announced on the status file the controller reads (a runner cannot write it): reference,
-compile, init, run (trials), compare, trace, time, recheck (the reference alone, once the
-candidate's process is gone); ``wait_lock`` before each device phase.
+compile, init, run (trials), compare, trace, time, recheck (the candidate's process gone: the
+output's sensitivity and the speedup); ``wait_lock`` before each device phase.
 """
 
 from __future__ import annotations
