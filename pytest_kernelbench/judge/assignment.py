@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 from pathlib import Path
 
 from ..config import EvalConfig
@@ -47,3 +48,15 @@ def read_tail(path: Path, limit: int) -> str:
     except OSError:
         return ""
     return f"[log truncated: last {limit} of {size} bytes]\n" + data if size > limit else data
+
+
+def describe_exit(returncode: int | None) -> str:
+    """How a process ended, as Popen reports it (negative: a signal): 'was killed by SIGSEGV', 'exited with code 3'."""
+    if returncode is None:
+        return "ended (exit status unknown)"
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with code {returncode}"

@@ -27,7 +27,7 @@ from ..outcome import STAGE_FAILURE, Outcome
 from ..problems import Problem
 from ..result import EvalResult, TimingStats
 from . import forkserver
-from .assignment import Assignment, read_tail
+from .assignment import Assignment, describe_exit, read_tail
 from .sandbox import TIMING_ENV
 
 _POLL_SECONDS = 0.05
@@ -79,17 +79,6 @@ def _kill_group(proc: subprocess.Popen | forkserver.ForkedProcess) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
-
-
-def _describe_exit(returncode: int | None) -> str:
-    if returncode is None:
-        return "ended (exit status unknown)"
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exited with code {returncode}"
 
 
 def supervisor_env(config: EvalConfig) -> dict[str, str]:
@@ -197,7 +186,7 @@ def _lost(base: EvalResult, why: str, stage: str, returncode: int | None, log_ta
         base.message = f"stopped during stage '{stage}': the session ended"
     else:
         base.outcome = STAGE_FAILURE.get(stage, Outcome.HARNESS_ERROR) if stage in ("start", "reference") else Outcome.HARNESS_ERROR
-        base.message = f"the supervisor {_describe_exit(returncode)} during stage '{stage}' without writing a result" + tail
+        base.message = f"the supervisor {describe_exit(returncode)} during stage '{stage}' without writing a result" + tail
     return base
 
 

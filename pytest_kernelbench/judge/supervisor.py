@@ -43,8 +43,9 @@ from typing import Any
 
 import torch
 
+from ..candidates import builds_extension
 from . import protocol as p
-from .assignment import Assignment, read_tail
+from .assignment import Assignment, describe_exit, read_tail
 from .compare import Sealer, compare_chunked, compare_tensors, flatten, values_equal
 from .locking import device_lock
 from .policy import compute_ops
@@ -64,7 +65,7 @@ from .sandbox import (
     thaw,
 )
 from .stats import Stopper, wall_check
-from .transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer
+from .transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer, contiguous_strides
 
 _perf_counter = time.perf_counter
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -150,11 +151,9 @@ class Supervisor:
         self.new: Side | None = None
         self.sandbox: SandboxInfo | None = None
         self._quiet_s: float | None = None  # a probe kernel's round trip on a quiet GPU
-        self.samples: dict[str, list[float]] = {"ref": [], "new": []}
-        from ..candidates import builds_extension
-
+        self.samples: dict[str, list[float]] = {"ref": [], "new": []}  # the runners' claims, ms
+        self.walls: dict[str, list[float]] = {"ref": [], "new": []}  # the supervisor's own clock, ms
         self.needs_build = builds_extension(Path(spec.candidate_path).read_text())
-        self.walls: dict[str, list[float]] = {"ref": [], "new": []}
 
     # -------------------------------------------------------------- the evaluation
 
@@ -185,7 +184,7 @@ class Supervisor:
         return self.cfg.timeout - self.status.charged()
 
     def reference(self) -> None:
-        """Load the problem here, and the reference in its runner thread; learn the output's structure."""
+        """Load the problem here (for inputs), the reference in its runner process; learn the output's structure."""
         self.status.enter("reference")
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
@@ -218,8 +217,6 @@ class Supervisor:
 
     def start_reference(self) -> Side:
         """The reference's runner: a plain child process (trusted code; level 4 needs the network and caches)."""
-        from .sandbox import SandboxInfo
-
         scratch = self.work / "reference"
         env = {**os.environ, **TIMING_ENV, "PYTHONPATH": os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p)}
         return self.spawn("reference", SandboxInfo("none", reason="the reference is trusted"), env, Mounts(), scratch, trusted=True)
@@ -690,9 +687,11 @@ class Supervisor:
                 code = side.process.poll()
                 if code is not None:
                     break
-        if code is not None and code > 128 and side.process.info.kind == "bwrap":
+        if code is None:
+            return "stopped answering"
+        if code > 128 and side.process.info.kind == "bwrap":
             code = 128 - code  # bwrap reports a child killed by signal N as exit status 128 + N
-        return _describe_exit(code)
+        return describe_exit(code)
 
     def log_tail(self, side: Side) -> str:
         text = read_tail(side.log, self.cfg.log_chars)
@@ -705,7 +704,7 @@ class Supervisor:
 def _node(value: Any, ids: Iterator[int]) -> p.Node:
     if isinstance(value, torch.Tensor):
         return {"t": {"buf": next(ids), "dtype": str(value.dtype).removeprefix("torch."), "shape": list(value.shape),
-                      "stride": _contiguous(list(value.shape)), "offset": 0}}  # fmt: skip
+                      "stride": contiguous_strides(list(value.shape)), "offset": 0}}  # fmt: skip
     if isinstance(value, (list, tuple)):
         return {"seq": [_node(v, ids) for v in value], "tuple": isinstance(value, tuple)}
     if isinstance(value, dict):
@@ -713,14 +712,6 @@ def _node(value: Any, ids: Iterator[int]) -> p.Node:
     if isinstance(value, float) and not math.isfinite(value):
         return {"v": repr(value)}
     return {"v": value}
-
-
-def _contiguous(shape: list[int]) -> list[int]:
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(n, 1)
-    return strides[::-1]
 
 
 def _tensor_leaves(spec: p.Node) -> list[dict[str, Any]]:
@@ -740,7 +731,7 @@ def _nbytes(leaf: dict[str, Any]) -> int:
 def _expect(spec: p.Node, slots: Iterator[tuple[int, dict[str, Any]]]) -> p.Node:
     if "t" in spec:
         buf, leaf = next(slots)
-        return {"t": {"buf": buf, "dtype": leaf["dtype"], "shape": leaf["shape"], "stride": _contiguous(leaf["shape"]), "offset": 0}}
+        return {"t": {"buf": buf, "dtype": leaf["dtype"], "shape": leaf["shape"], "stride": contiguous_strides(leaf["shape"]), "offset": 0}}
     if "seq" in spec:
         return {"seq": [_expect(item, slots) for item in spec["seq"]], "tuple": spec.get("tuple", False)}
     if "map" in spec:
@@ -791,19 +782,6 @@ def _versions() -> dict[str, str]:
 
 def _device_uuid(device: torch.device) -> str:
     return str(getattr(torch.cuda.get_device_properties(device), "uuid", device.index))
-
-
-def _describe_exit(returncode: int | None) -> str:
-    import signal
-
-    if returncode is None:
-        return "stopped answering"
-    if returncode < 0:
-        try:
-            return f"was killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"was killed by signal {-returncode}"
-    return f"exited with code {returncode}"
 
 
 def _die_with_parent(parent: int) -> None:

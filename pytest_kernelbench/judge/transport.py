@@ -187,7 +187,7 @@ class SharedBuffer:
 
         itemsize = torch.empty((), dtype=dtype).element_size()
         if stride is None:
-            stride = _contiguous_strides(shape)
+            stride = contiguous_strides(shape)
         span = 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True)) if all(shape) else 0
         end = offset + span * itemsize
         if offset < 0 or end > self.nbytes or offset % itemsize:
@@ -201,7 +201,7 @@ class SharedBuffer:
             self.fd = None
 
 
-def _contiguous_strides(shape: list[int]) -> list[int]:
+def contiguous_strides(shape: list[int]) -> list[int]:
     strides, acc = [], 1
     for n in reversed(shape):
         strides.append(acc)
