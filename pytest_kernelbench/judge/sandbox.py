@@ -138,6 +138,20 @@ class Mounts:
     masks: list[Path] = dataclasses.field(default_factory=list)  # hidden behind an empty folder
 
 
+def runtime_paths() -> list[Path]:
+    """What a runner needs to start: the interpreter, its installation, this package and every import path."""
+    found = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable),
+             os.path.dirname(os.path.realpath(sys.executable)), str(Path(__file__).resolve().parents[2]), *sys.path,
+             *os.environ.get("PYTHONPATH", "").split(os.pathsep)}  # fmt: skip
+    return sorted({Path(p) for p in found if p and os.path.isabs(p) and os.path.exists(p)})
+
+
+def _hidden(path: Path, masks: list[Path]) -> bool:
+    """Whether the sandbox's /tmp or one of its masks would hide ``path``."""
+    real = path.resolve()
+    return real.is_relative_to("/tmp") or any(real.is_relative_to(m.resolve()) for m in masks)
+
+
 def secret_paths(home: str | None = None) -> list[Path]:
     base = Path(home or os.path.expanduser("~"))
     return [base / name for name in _SECRET_PATHS if (base / name).exists()]
@@ -156,8 +170,8 @@ def bwrap_command(info: SandboxInfo, argv: list[str], mounts: Mounts, scratch: P
         elif path.exists():
             cmd += ["--ro-bind", "/dev/null", str(path)]
     cmd += ["--size", str(SCRATCH_BYTES), "--tmpfs", "/tmp", "--dir", str(scratch), "--dir", str(scratch / "home")]
-    for path in mounts.readonly:
-        if path.exists():
+    for path in [*mounts.readonly, *runtime_paths()]:  # shown again where /tmp or a mask hid them
+        if path.exists() and _hidden(path, mounts.masks):
             cmd += ["--ro-bind", str(path), str(path)]
     for path in mounts.writable:
         cmd += ["--bind", str(path), str(path)]
