@@ -32,6 +32,18 @@ def test_correct_candidate_on_cuda():
     assert result.versions.get("cuda")
 
 
+def test_judges_share_the_device_for_untimed_work_and_take_turns_to_time(tmp_path):
+    """Issue 15: four judges at once on one lock folder. Their correctness trials share the device (each drains the GPU
+    only when it times, alone: judges that waited for a quiet GPU in shared phases waited on each other for ever)."""
+    import concurrent.futures
+
+    config = EvalConfig(device="cuda", timeout=90, lock_dir=str(tmp_path / "locks"), build_dir=str(tmp_path / "builds"))
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: evaluate(tiny_problem(), broken("correct"), config), range(4)))
+    assert all(r.outcome is Outcome.CORRECT for r in results), [r.message for r in results]
+    assert all(r.stage_seconds["run"] < 30 for r in results), [r.stage_seconds for r in results]
+
+
 def test_a_profiled_judge_keeps_a_per_kernel_time_table():
     result = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120, profile=True))
     assert result.outcome is Outcome.CORRECT, result.message

@@ -160,6 +160,7 @@ class Supervisor:
         self.new: Side | None = None
         self.sandbox: SandboxInfo | None = None
         self._quiet_s: float | None = None  # a probe kernel's round trip on a quiet GPU
+        self._sharing = False  # in a shared device phase: other judges' work is on the GPU too
         self.samples: dict[str, list[float]] = {"ref": [], "new": []}  # the runners' claims, ms
         self.walls: dict[str, list[float]] = {"ref": [], "new": []}  # the supervisor's own clock, ms
         self.source = Path(spec.candidate_path).read_text()
@@ -473,8 +474,12 @@ class Supervisor:
     def drain(self, side: Side) -> float:
         """CUDA: launch a tiny kernel of ours until one comes back at once (another context's queued work
         delays it by its time slices); returns the seconds waited beyond a first quiet probe (0.0 on a
-        quiet GPU, and on CPU). A side that keeps the GPU busy past its time limit times out."""
-        if self.device.type != "cuda":
+        quiet GPU, and on CPU). A side that keeps the GPU busy past its time limit times out.
+
+        Not in a shared phase: other judges' work keeps the GPU busy there (two judges draining would
+        wait on each other's probes for ever), and nothing there is timed; its outputs are sealed at the
+        reply, so work the candidate left queued that changes them later is still caught."""
+        if self.device.type != "cuda" or self._sharing:
             return 0.0
         if self._quiet_s is None:
             self._quiet_s = self._probe_floor()
@@ -679,6 +684,7 @@ class Supervisor:
             except Timeout:
                 raise Verdict("harness_error", f"could not take the device lock {lock.lock_file} in {self.cfg.lock_timeout:g} s") from None
             held.callback(lock.release)
+            self._sharing = shared
             try:
                 if timing:  # builds in flight on this machine stop while this phase times (pause_for_timing)
                     mark_cpu_timing(self.cfg.lock_dir, True)
@@ -691,6 +697,7 @@ class Supervisor:
             finally:
                 if timing:
                     mark_cpu_timing(self.cfg.lock_dir, False)
+                self._sharing = False
                 self.end_phase_buffers(self.ref)
                 self.end_phase_buffers(self.new)
                 if self.device.type == "cuda":  # the phase's device memory is free before the next holder comes
