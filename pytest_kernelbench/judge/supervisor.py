@@ -165,6 +165,7 @@ class Supervisor:
         self.walls: dict[str, list[float]] = {"ref": [], "new": []}  # the supervisor's own clock, ms
         self.source = Path(spec.candidate_path).read_text()
         self.ref_peak_bytes = 0  # the reference runner's peak device memory (its first call), for admission
+        self.io_bytes = (0, 0)  # (inputs, outputs) of one call: the supervisor's shared buffers are made of these
         self._jit: Path | None = None  # this source's Triton and inductor caches (jit_cache)
         self.needs_build = builds_extension(self.source)
         self.cpu_check = self.cfg.device == "cpu-check"  # no GPU: CUDA candidates compiled only, others run on the CPU, untimed
@@ -268,6 +269,8 @@ class Supervisor:
         if reply.structure is None:
             raise Verdict("harness_error", "the reference's runner did not describe its output")
         self.ref_peak_bytes = reply.peak_bytes
+        outputs = sum(_nbytes(leaf) for leaf in _tensor_leaves(reply.structure))
+        self.io_bytes = (sum(t.numel() * t.element_size() for t in ref.inputs), outputs)
         self.end_phase_buffers(ref)
         return reply.structure
 
@@ -708,9 +711,12 @@ class Supervisor:
         return int(torch.cuda.mem_get_info(self.device)[0])
 
     def admission_bytes(self) -> int:
-        """What a shared phase may add to the device: twice the reference's peak (the candidate's copy of the
-        work, with room for autotune and workspaces) and a context's worth."""
-        return 2 * self.ref_peak_bytes + ADMISSION_MARGIN_BYTES
+        """What a shared phase may add to the device: each runner's working memory (the reference's peak, and as
+        much again for the candidate), the supervisor's shared inputs and output slots of both sides and its own
+        fresh inputs (not in the runners' peaks: on the H100 judges admitted without them ran level 1's
+        multi-GB problems out of memory), and a context's worth for workspaces and first compiles."""
+        inputs, outputs = self.io_bytes
+        return 2 * self.ref_peak_bytes + 3 * inputs + 2 * outputs + ADMISSION_MARGIN_BYTES
 
     def sync(self) -> None:
         if self.device.type == "cuda":
