@@ -188,8 +188,15 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
         # correctness runs overlap; timing takes the device lock in turn.
         # corpus problems are judged in their level's mode (train for KernelBench, eval for PIKE's); synthetic as before
         level_config = (lambda p: config) if corpus == "synthetic" else (lambda p: config.for_level(p.level))  # noqa: E731
+        def judge(pck):  # a line per result as it comes, so that a run cut off by a time limit still shows its rate
+            result = evaluate(pck[0], pck[1], level_config(pck[0]))
+            line = {"t": round(time.monotonic() - started, 1), "candidate": pck[1].label, "outcome": result.outcome.value,
+                    "gpu_busy_so_far": sampler.busy, "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()}}  # fmt: skip
+            print("judged " + json.dumps(line), flush=True)
+            return result
+
         with concurrent.futures.ThreadPoolExecutor(judges) as pool:
-            results = list(pool.map(lambda pck: evaluate(pck[0], pck[1], level_config(pck[0])), pairs))
+            results = list(pool.map(judge, pairs))
     candidates = [c for _, c, _ in pairs]
     wall = time.monotonic() - started
     cpu_after = cpu_times()
