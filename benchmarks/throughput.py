@@ -192,6 +192,8 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
             result = evaluate(pck[0], pck[1], level_config(pck[0]))
             line = {"t": round(time.monotonic() - started, 1), "candidate": pck[1].label, "outcome": result.outcome.value,
                     "gpu_busy_so_far": sampler.busy, "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()}}  # fmt: skip
+            if not result.correct:
+                line["message"] = result.message[:400]
             print("judged " + json.dumps(line), flush=True)
             return result
 
