@@ -6,8 +6,9 @@ themselves, with C++ candidates building at the same time, builds paused during 
 Both conditions run the same judgements (``--solutions baseline`` on the bundled mini problems) while a
 build pool compiles ``--builds`` distinct C++ candidates. "paused": the pool shares the judge's lock
 folder, so a build stops while a CPU timing phase runs. "not paused": the pool gets a lock folder of
-its own, so it never sees the marker (the behaviour before the pause). A self-speedup far from 1.00
-is timing noise that the machine's other work put into one side.
+its own, so it never sees the marker (the behaviour before the pause). "idle" (``--conditions idle``):
+no pool at all, the machine's own noise. A self-speedup far from 1.00 is timing noise that the
+machine's other work put into one side.
 """
 
 from __future__ import annotations
@@ -35,17 +36,18 @@ from pytest_kernelbench.problems import problem_from_path  # noqa: E402
 PROBLEM = REPO / "problems" / "mini" / "1_LeakyReluScale.py"
 
 
-def condition(paused: bool, builds: int, jobs: int) -> dict:
+def condition(paused: bool | None, builds: int, jobs: int) -> dict:
+    """paused None: no pool at all (the machine's own noise)."""
     root = Path(tempfile.mkdtemp(prefix="kb-cpu-timing-"))
     judge = EvalConfig(device="cpu", lock_dir=str(root / "locks"), build_dir=str(root / "builds"), pch_dir="off")
     pool_locks = judge.lock_dir if paused else str(root / "pool-locks")
     pool = Prebuilder(EvalConfig(device="cpu", lock_dir=pool_locks, build_dir=str(root / "builds"), pch_dir="off"), jobs)
-    for candidate in variants("cpu", builds):
+    for candidate in variants("cpu", builds) if paused is not None else []:
         pool.submit(problem_from_path(PROBLEM), candidate)
     speedups: dict[str, float | None] = {}
     started = time.monotonic()
     for path in sorted((REPO / "problems" / "mini").glob("*.py")):
-        if any(not f.done() for f in pool.futures.values()):
+        if paused is None or any(not f.done() for f in pool.futures.values()):
             problem = problem_from_path(path)
             result = evaluate(problem, baseline_candidate(problem), judge)
             speedups[problem.id] = result.speedup
@@ -63,9 +65,11 @@ def main() -> None:
     ap.add_argument("--builds", type=int, default=4)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default="cpu-timing-under-builds.json")
+    ap.add_argument("--conditions", default="running,paused",
+                    help="running (builds keep running), paused (builds stop in timed phases), idle (no builds at all)")
     args = ap.parse_args()
     rows = []
-    for paused in (False, True):
+    for paused in [{"running": False, "paused": True, "idle": None}[c] for c in args.conditions.split(",")]:
         rows.append(condition(paused, args.builds, args.jobs))
         print(json.dumps(rows[-1]), flush=True)
         stamp = time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())

@@ -277,7 +277,7 @@ def test_a_build_step_stops_while_another_evaluation_times_on_the_cpu(tmp_path):
 
     from helpers import REPO
     from pytest_kernelbench.candidates import Candidate
-    from pytest_kernelbench.judge.supervisor import cpu_timing_holder, mark_cpu_timing
+    from pytest_kernelbench.judge.locking import cpu_timing_holder, mark_cpu_timing
     from pytest_kernelbench.problems import problem_from_path
 
     problem = problem_from_path(REPO / "problems" / "mini" / "1_LeakyReluScale.py")

@@ -146,3 +146,23 @@ def test_admission_waits_for_memory_and_forgets_a_dead_holders_reservation(tmp_p
         other.wait()
     with admitted(lock, 10 << 30, lambda: 16 << 30, timeout=5):  # the other is gone: admitted
         pass
+
+
+def test_the_build_pool_starts_no_build_while_another_evaluation_times_on_the_cpu(tmp_path, monkeypatch):
+    """Issue 15: a build's supervisor and build step import torch (seconds of CPU): none starts inside a CPU timing window."""
+    import threading
+
+    from pytest_kernelbench.build import pool as pool_module
+    from pytest_kernelbench.candidates import Candidate
+    from pytest_kernelbench.judge.locking import mark_cpu_timing
+
+    started = threading.Event()
+    monkeypatch.setattr(pool_module, "evaluate", lambda *a, **k: started.set())
+    config = cpu_config(lock_dir=str(tmp_path / "locks"), build_dir=str(tmp_path / "builds"))
+    mark_cpu_timing(config.lock_dir, True)  # this process times on the CPU now
+    prebuilder = pool_module.Prebuilder(config, 1)
+    assert prebuilder.submit(tiny_problem(), Candidate("load_inline(cpp_sources='')\nclass ModelNew: pass\n", "", "ext"))
+    assert not started.wait(0.6), "a build started inside the timing window"
+    mark_cpu_timing(config.lock_dir, False)
+    assert started.wait(5), "the build never started after the window"
+    prebuilder.close()

@@ -22,6 +22,7 @@ import threading
 from ..candidates import Candidate, builds_extension
 from ..config import EvalConfig
 from ..judge.controller import evaluate
+from ..judge.locking import wait_while_cpu_timing
 from ..problems import Problem
 from ..result import EvalResult
 
@@ -43,10 +44,14 @@ class Prebuilder:
     def submit(self, problem: Problem, candidate: Candidate) -> bool:
         if not builds_extension(candidate.source) or candidate.source_hash in self.futures:
             return False
-        self.futures[candidate.source_hash] = self._pool.submit(
-            evaluate, problem, candidate, self.config, build_only=True, stop=self._stop
-        )
+        self.futures[candidate.source_hash] = self._pool.submit(self._build, problem, candidate)
         return True
+
+    def _build(self, problem: Problem, candidate: Candidate) -> EvalResult:
+        # a build starting now would start its processes inside another evaluation's CPU timing window
+        # (a build already running is stopped there by its own supervisor: pause_for_timing)
+        wait_while_cpu_timing(self.config.lock_dir)
+        return evaluate(problem, candidate, self.config, build_only=True, stop=self._stop)
 
     def close(self, wait: bool = True) -> None:
         """Cancel builds not yet started; with ``wait=False`` also kill those in flight."""

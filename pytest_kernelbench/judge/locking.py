@@ -116,3 +116,42 @@ def admitted(lock: DeviceLock, need_bytes: int, free_bytes: Callable[[], int], t
         yield
     finally:
         mine.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- CPU timing: builds stop meanwhile
+
+
+def _timing_marker(lock_dir: str) -> Path:
+    return Path(lock_dir) / "cpu.timing"
+
+
+def mark_cpu_timing(lock_dir: str, on: bool) -> None:
+    """Announce (or end) a CPU timing phase: the marker holds this supervisor's pid. The lock folder is
+    hidden from candidate code, so only supervisors write it."""
+    marker = _timing_marker(lock_dir)
+    if on:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(str(os.getpid()))
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            if marker.read_text().strip() == str(os.getpid()):
+                marker.unlink()
+
+
+def cpu_timing_holder(lock_dir: str) -> int | None:
+    """The pid of the supervisor timing on the CPU now, or None (no marker, or its writer is gone)."""
+    try:
+        pid = int(_timing_marker(lock_dir).read_text().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        return None
+    if pid <= 0 or not pid_alive(pid):
+        return None
+    return pid
+
+
+def wait_while_cpu_timing(lock_dir: str, poll: float = 0.05, limit: float = 120.0) -> None:
+    """Hold back the start of a new build (its supervisor and build step import torch: seconds of CPU)
+    while another evaluation times on the CPU; at most ``limit`` seconds."""
+    deadline = time.monotonic() + limit
+    while cpu_timing_holder(lock_dir) is not None and time.monotonic() < deadline:
+        time.sleep(poll)

@@ -50,7 +50,7 @@ from ..config import compile_mode
 from . import protocol as p
 from .assignment import Assignment, describe_exit, read_tail
 from .compare import Sealer, compare_chunked, compare_tensors, flatten, values_equal
-from .locking import admitted, device_lock, pid_alive
+from .locking import admitted, cpu_timing_holder, device_lock, mark_cpu_timing
 from .policy import compute_ops
 from .runner import PROFILE_ENV, profiled, serve
 from .sandbox import (
@@ -895,34 +895,6 @@ def check_env() -> dict[str, str]:
     if home:
         env["CUDA_HOME"] = home
     return env
-
-
-def _timing_marker(lock_dir: str) -> Path:
-    return Path(lock_dir) / "cpu.timing"
-
-
-def mark_cpu_timing(lock_dir: str, on: bool) -> None:
-    """Announce (or end) a CPU timing phase: the marker holds this supervisor's pid. The lock folder is
-    hidden from candidate code, so only supervisors write it."""
-    marker = _timing_marker(lock_dir)
-    if on:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(str(os.getpid()))
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            if marker.read_text().strip() == str(os.getpid()):
-                marker.unlink()
-
-
-def cpu_timing_holder(lock_dir: str) -> int | None:
-    """The pid of the supervisor timing on the CPU now, or None (no marker, or its writer is gone)."""
-    try:
-        pid = int(_timing_marker(lock_dir).read_text().strip() or 0)
-    except (FileNotFoundError, ValueError):
-        return None
-    if pid <= 0 or not pid_alive(pid):
-        return None
-    return pid
 
 
 def _node(value: Any, ids: Iterator[int]) -> p.Node:
