@@ -374,6 +374,7 @@ class Supervisor:
         """Warm-up, then reference and candidate interleaved, each call on fresh inputs and checked."""
         stopper = Stopper(self.cfg.min_reps, self.cfg.max_reps, self.cfg.max_time, self.cfg.rel_err)
         with self.device_phase("time"):
+            self.settle()
             self.bind()
             graph = self.cfg.timer == "cuda-graph" and self.device.type == "cuda"
             for k in range(self.cfg.warmup):
@@ -494,6 +495,20 @@ class Supervisor:
             if time.monotonic() > deadline:
                 raise self.timed_out(side, self.status.stage)
         return _perf_counter() - start
+
+    def settle(self) -> None:
+        """CUDA, holding the device alone: wait, charged to no one, for work still queued by other judges'
+        candidates (a shared phase does not drain, so a stopped candidate's kernels may still run) before
+        the first timed call; a GPU that stays busy is the harness's error, not a speedup."""
+        if self.device.type != "cuda":
+            return
+        if self._quiet_s is None:
+            self._quiet_s = self._probe_floor()
+        deadline = time.monotonic() + self.cfg.setup_timeout
+        while self._probe() > self._quiet_s:
+            if time.monotonic() > deadline:
+                raise Verdict("harness_error", f"the GPU stayed busy with other work for {self.cfg.setup_timeout:g} s before timing")
+            time.sleep(0.001)
 
     def _probe(self) -> float:
         t0 = _perf_counter()
