@@ -149,9 +149,10 @@ def cpu_timing_holder(lock_dir: str) -> int | None:
     return pid
 
 
-def wait_while_cpu_timing(lock_dir: str, poll: float = 0.05, limit: float = 120.0) -> None:
-    """Hold back the start of a new build (its supervisor and build step import torch: seconds of CPU)
-    while another evaluation times on the CPU; at most ``limit`` seconds."""
+def wait_while_cpu_timing(lock_dir: str, poll: float = 0.05, limit: float = 120.0, mine: int | None = None) -> None:
+    """Wait while another evaluation times on the CPU (a holder other than ``mine``), at most ``limit`` seconds:
+    a new build is held back before it starts (its supervisor and build step import torch: seconds of CPU),
+    a running build step while it is stopped (Supervisor.pause_for_timing)."""
     deadline = time.monotonic() + limit
-    while cpu_timing_holder(lock_dir) is not None and time.monotonic() < deadline:
+    while cpu_timing_holder(lock_dir) not in (None, mine) and time.monotonic() < deadline:
         time.sleep(poll)

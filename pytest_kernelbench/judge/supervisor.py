@@ -50,7 +50,7 @@ from ..config import compile_mode
 from . import protocol as p
 from .assignment import Assignment, describe_exit, read_tail
 from .compare import Sealer, compare_chunked, compare_tensors, flatten, values_equal
-from .locking import admitted, cpu_timing_holder, device_lock, mark_cpu_timing
+from .locking import admitted, cpu_timing_holder, device_lock, mark_cpu_timing, wait_while_cpu_timing
 from .policy import compute_ops
 from .runner import PROFILE_ENV, profiled, serve
 from .sandbox import (
@@ -485,30 +485,32 @@ class Supervisor:
         reply, so work the candidate left queued that changes them later is still caught."""
         if self.device.type != "cuda" or self._sharing:
             return 0.0
-        if self._quiet_s is None:
-            self._quiet_s = self._probe_floor()
-        deadline = time.monotonic() + (self.cfg.setup_timeout if side.trusted else max(self.remaining(), 0.0))
-        start = _perf_counter()
-        if self._probe() <= self._quiet_s:
-            return 0.0
-        while self._probe() > self._quiet_s:
-            if time.monotonic() > deadline:
-                raise self.timed_out(side, self.status.stage)
-        return _perf_counter() - start
+        waited = self._until_quiet(time.monotonic() + (self.cfg.setup_timeout if side.trusted else max(self.remaining(), 0.0)))
+        if waited is None:
+            raise self.timed_out(side, self.status.stage)
+        return waited
 
     def settle(self) -> None:
         """CUDA, holding the device alone: wait, charged to no one, for work still queued by other judges'
         candidates (a shared phase does not drain, so a stopped candidate's kernels may still run) before
         the first timed call; a GPU that stays busy is the harness's error, not a speedup."""
-        if self.device.type != "cuda":
-            return
+        if self.device.type == "cuda" and self._until_quiet(time.monotonic() + self.cfg.setup_timeout, pause=0.001) is None:
+            raise Verdict("harness_error", f"the GPU stayed busy with other work for {self.cfg.setup_timeout:g} s before timing")
+
+    def _until_quiet(self, deadline: float, pause: float = 0.0) -> float | None:
+        """Probe until one comes back as fast as on a quiet GPU: 0.0 when the first one does, else the seconds
+        it took; None when ``deadline`` (time.monotonic) passed first. ``pause``: seconds between probes."""
         if self._quiet_s is None:
             self._quiet_s = self._probe_floor()
-        deadline = time.monotonic() + self.cfg.setup_timeout
+        start = _perf_counter()
+        if self._probe() <= self._quiet_s:
+            return 0.0
         while self._probe() > self._quiet_s:
             if time.monotonic() > deadline:
-                raise Verdict("harness_error", f"the GPU stayed busy with other work for {self.cfg.setup_timeout:g} s before timing")
-            time.sleep(0.001)
+                return None
+            if pause:
+                time.sleep(pause)
+        return _perf_counter() - start
 
     def _probe(self) -> float:
         t0 = _perf_counter()
@@ -592,8 +594,7 @@ class Supervisor:
         self.status.enter("paused")
         stopped = freeze_tree(side.process.pid)
         try:
-            while cpu_timing_holder(self.cfg.lock_dir) not in (None, os.getpid()) and time.monotonic() - started < PAUSE_LIMIT:
-                time.sleep(0.02)
+            wait_while_cpu_timing(self.cfg.lock_dir, poll=0.02, limit=PAUSE_LIMIT, mine=os.getpid())
         finally:
             thaw(stopped)
             self.status.enter(stage)
