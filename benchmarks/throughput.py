@@ -186,10 +186,8 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
                 prebuilder.submit(problem, c)
         # ``judges`` evaluations at once, as ``pytest -n judges`` would: their setup, import and
         # correctness runs overlap; timing takes the device lock in turn.
-        # corpus problems are judged in their level's mode (train for KernelBench, eval for PIKE's); synthetic as before
-        level_config = (lambda p: config) if corpus == "synthetic" else (lambda p: config.for_level(p.level))  # noqa: E731
         def judge(pck):  # a line per result as it comes, so that a run cut off by a time limit still shows its rate
-            result = evaluate(pck[0], pck[1], level_config(pck[0]))
+            result = evaluate(pck[0], pck[1], config)  # in its level's --ref-mode (evaluate: config.for_level)
             line = {"t": round(time.monotonic() - started, 1), "candidate": pck[1].label, "outcome": result.outcome.value,
                     "gpu_busy_so_far": sampler.busy, "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()}}  # fmt: skip
             if not result.correct:
