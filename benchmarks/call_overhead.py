@@ -56,7 +56,10 @@ def main() -> None:
     for path in sorted(prof.glob("*.prof")):
         for key in ("cumulative", "tottime"):
             buf = io.StringIO()
-            pstats.Stats(str(path), stream=buf).sort_stats(key).print_stats(args.top)
+            try:
+                pstats.Stats(str(path), stream=buf).sort_stats(key).print_stats(args.top)
+            except TypeError:  # a process that profiled nothing (pstats refuses empty stats)
+                buf.write("(empty profile)\n")
             lines += [f"===== {path.name} by {key}", buf.getvalue()]
     text = "\n".join(lines)
     (out / "call-overhead.txt").write_text(text)
