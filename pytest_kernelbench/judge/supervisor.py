@@ -249,7 +249,8 @@ class Supervisor:
         :func:`runner.serve` with this process's environment, in which :data:`TIMING_ENV` is set
         (``controller.supervisor_env``), as the candidate's runner has it."""
         scratch = self.work / "reference"
-        if not (self.device.type == "cuda" and torch.cuda.is_initialized()):
+        # under KB_PROFILE_DIR this process runs under cProfile, which a forked child inherits (3.12: a second one fails)
+        if not (self.device.type == "cuda" and torch.cuda.is_initialized()) and not os.environ.get(PROFILE_ENV):
             mine, theirs = socket.socketpair()
             log = self.work / "reference.log"
             try:
