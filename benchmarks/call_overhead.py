@@ -28,7 +28,7 @@ from pytest_kernelbench.problems import problem_from_path  # noqa: E402
 
 
 def self_candidate(source: str) -> str:
-    return source.replace("class Model(", "class ModelNew(")
+    return source + "\n\nModelNew = Model\n"  # the reference itself (super(Model, self) still resolves)
 
 
 def main() -> None:
