@@ -32,7 +32,8 @@ def test_correct_candidate_has_speedup_timings_and_metadata():
     assert result.trials == 3 and result.max_abs_diff < 1e-4
     assert result.versions["torch"] and result.device == "cpu" and result.device_name
     assert {"reference", "compile", "init", "run", "compare", "trace", "time", "recheck"} <= set(result.stage_seconds)
-    assert result.extra["checked_calls"] == result.new.rounds + 3  # every timed and warm-up call's output was compared
+    # every timed and warm-up call's output was compared (small outputs); a second batch only after a failed wall check
+    assert result.extra["checked_calls"] == result.extra["timed_calls"] >= result.new.rounds + 3
     assert len(result.source_hash) == 16
 
 
@@ -339,3 +340,32 @@ def test_a_candidates_triton_and_inductor_caches_outlive_its_judge_and_no_other_
         counts = {p.parent.parent.name: int(p.read_text()) for p in (tmp_path / "builds").glob("jit-*/inductor/judges")}
         assert sorted(counts.values())[-1 if tag == "A" else 0] == judges, counts
     assert len(counts) == 2 and sorted(counts.values()) == [1, 2]  # A's folder saw both of A's judges, B's only B's
+
+
+_WRONG_LATER = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        out = torch.relu(self.linear(x))
+        return out + 1 if self.calls > 7 else out  # right in 3 trials, the trace and 3 warm-up calls; wrong when timed
+"""
+
+
+def test_a_random_subset_of_timed_calls_is_checked_and_still_catches_a_candidate_wrong_when_timed():
+    subset = cpu_config(check_all_below_mb=0.0, min_reps=24, max_time=5.0)  # every output counts as big
+    honest = evaluate(tiny_problem(), baseline_candidate(tiny_problem()), subset)
+    assert honest.outcome is Outcome.CORRECT, honest.message
+    checked, timed = honest.extra["checked_calls"], honest.extra["timed_calls"]
+    assert 3 + 4 <= checked < timed  # the warm-up and at least 4 timed calls; not all of them (P(all 24) = 4^-24)
+    cheat = evaluate(tiny_problem(), Candidate(_WRONG_LATER, "", "wrong-later"), subset)
+    assert cheat.outcome is Outcome.INCORRECT, cheat.message  # unseen only if no timed call is checked: never (>= 4 are)
+    assert "timed call" in cheat.message

@@ -87,9 +87,20 @@ def compare_tensors(new: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
 
 
 def _compare_chunk(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: float) -> tuple[int, int, float]:
-    """In float32 for float32 and narrower floats (upcast), float64 for float64 and integers."""
+    """In float32 for float32 and narrower floats (upcast), float64 for float64 and integers.
+
+    First the common case in few passes over memory (a level-1 output is 6 GB): when every difference is
+    finite and within ``atol + rtol * |ref|``, that is the answer. Otherwise the exact counts below."""
     wide = torch.float64 if x.dtype == torch.float64 or not x.is_floating_point() else torch.float32
     x, y = x.to(wide), y.to(wide)
+    if x.numel():
+        diff = torch.sub(x, y).abs_()
+        worst = diff.max()  # NaN when any difference is (NaN or infinite values on either side)
+        slack = diff.sub_(y.abs(), alpha=rtol).max()  # the largest |x - y| - rtol * |y|
+        fine, worst = torch.stack([slack <= atol, torch.isfinite(worst)]).all().item(), float(worst)
+        del diff
+        if fine:
+            return 0, 0, worst
     nonfinite = int((~torch.isfinite(x) & torch.isfinite(y)).sum())
     diff = (x - y).abs()
     diff_max = float(torch.nan_to_num(diff, nan=0.0, posinf=0.0).max()) if diff.numel() else 0.0
