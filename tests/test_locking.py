@@ -166,3 +166,48 @@ def test_the_build_pool_starts_no_build_while_another_evaluation_times_on_the_cp
     mark_cpu_timing(config.lock_dir, False)
     assert started.wait(5), "the build never started after the window"
     prebuilder.close()
+
+
+_LONG_FIRST_CALL = """
+import time
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+        self.first = True
+
+    def forward(self, x):
+        if self.first:  # as an inductor compile or an autotune would: seconds in the first call, untimed
+            self.first = False
+            deadline = time.perf_counter() + 6.0
+            while time.perf_counter() < deadline:
+                pass
+        return torch.relu(self.linear(x))
+"""
+
+
+def test_a_long_first_call_steps_aside_for_another_judges_timing_and_is_still_judged(tmp_path):
+    import concurrent.futures
+
+    from pytest_kernelbench.candidates import Candidate
+
+    config = cpu_config(lock_dir=str(tmp_path / "locks"), timeout=60)
+    assert evaluate(tiny_problem(), broken("correct"), config).correct  # the supervisors' fork server is up
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(evaluate, tiny_problem(), Candidate(_LONG_FIRST_CALL, "", "long-first-call"), config)
+        time.sleep(2.5)  # the slow one is in its first trial (it lasts 6 s) when the other one wants to time
+        quick = pool.submit(evaluate, tiny_problem(), broken("correct"), config)
+        quick_result = quick.result(timeout=120)
+        quick_done = time.monotonic()
+        slow_result = slow.result(timeout=120)
+        slow_done = time.monotonic()
+    assert quick_result.correct and slow_result.correct, (quick_result.message, slow_result.message)
+    assert slow_result.extra.get("stepped_aside", 0) >= 1  # it let the lock go while its first call ran
+    assert slow_result.stage_seconds.get("stepped_aside", 0) > 0.1  # ... stopped meanwhile, charged to no one
+    assert quick_done < slow_done - 1.0  # the other judge timed and finished while the first call was still going
+    assert quick_result.stage_seconds.get("wait_lock", 0) < 3.0  # not the whole 6 s first call

@@ -6,6 +6,9 @@ and a writer is never starved):
 
 * **exclusive** (the writer): a timing window, or the reference's first call and the quiet-GPU probe.
   No other judge's work runs on the device meanwhile.
+* A shared holder in a long call steps aside for a waiting exclusive one (it stops its candidate, lets the
+  lock go, queues again: ``Supervisor.step_aside``), so that one long first call (inductor, autotune) does
+  not hold every other judge's timing, and with it every new reader, for its whole length.
 * **shared** (readers): untimed device work (the candidate's construction, correctness trials and
   their first calls, where Triton JIT, autotune, inductor and CUDA-graph capture happen; the
   reference's recheck). Several judges at once, each admitted by device memory first
@@ -45,11 +48,31 @@ class DeviceLock:
         self._rw = ReadWriteLock(self.lock_file, is_singleton=False)
         self.is_locked = False
 
-    def acquire(self, timeout: float = -1, shared: bool = False) -> DeviceLock:
-        """Raises :class:`filelock.Timeout` when not had within ``timeout`` seconds (-1: wait for ever)."""
-        (self._rw.acquire_read if shared else self._rw.acquire_write)(timeout=timeout)
+    def acquire(self, timeout: float = -1, shared: bool = False, announce: int | None = None) -> DeviceLock:
+        """Raises :class:`filelock.Timeout` when not had within ``timeout`` seconds (-1: wait for ever).
+
+        ``announce`` (exclusive only): while waiting, say so in ``<key>.wanted/<pid>``, with the device bytes
+        this holder will need; shared holders in a long call then step aside (:meth:`wanted`)."""
+        marker = None
+        if announce is not None and not shared:
+            marker = self.folder / f"{self.key}.wanted" / str(os.getpid())
+            marker.parent.mkdir(exist_ok=True)
+            marker.write_text(str(int(announce)))
+        try:
+            (self._rw.acquire_read if shared else self._rw.acquire_write)(timeout=timeout)
+        finally:
+            if marker is not None:
+                marker.unlink(missing_ok=True)
         self.is_locked = True
         return self
+
+    def wanted(self) -> int | None:
+        """The device bytes the exclusive holders waiting now (other processes) announced, or None when none waits."""
+        folder = self.folder / f"{self.key}.wanted"
+        if not folder.is_dir():
+            return None
+        found = _reservations(folder, os.getpid())
+        return sum(found) if found else None
 
     def release(self) -> None:
         if self.is_locked:
