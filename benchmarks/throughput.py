@@ -217,6 +217,8 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
         "locked_stage_fraction": round(sum(r.stage_seconds.get(s, 0.0) for r in results for s in LOCKED_STAGES) / wall, 3),
         "cpu_busy_fraction": round((cpu_after[0] - cpu_before[0]) / max(cpu_after[1] - cpu_before[1], 1.0), 3),
         "nvidia_smi_busy_fraction": None if sampler.busy is None else round(sampler.busy, 3),
+        "stepped_aside": sum(int(r.extra.get("stepped_aside", 0)) for r in results),  # shared calls stopped for a timer
+        "checked_of_timed_calls": [sum(int(r.extra.get(k, 0)) for r in results) for k in ("checked_calls", "timed_calls")],
         "median_compile_stage_s": round(sorted(r.stage_seconds.get("compile", 0.0) for r in results)[len(results) // 2], 2),
         "outcomes": sorted({r.outcome.value for r in results}),
         "pch": config.pch_dir if config.pch_dir == "off" else "on",
@@ -224,7 +226,8 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
         "speedups": [round(r.speedup, 3) if r.speedup else None for r in results],
         "not_correct": [f"{r.outcome.value}: {r.message[:300]}" for r in results if not r.correct],
         "median_stage_s": {k: round(statistics.median(r.stage_seconds.get(k, 0.0) for r in results), 3)
-                           for k in ("start", "reference", "compile", "init", "run", "compare", "trace", "time", "recheck", "wait_lock")},
+                           for k in ("start", "reference", "compile", "init", "run", "compare", "trace", "time", "recheck", "wait_lock",
+                                     "stepped_aside")},
     }
     if corpus != "synthetic":  # which candidate is which: first-call costs differ by kind (Triton JIT, nvcc, capture, inductor)
         row["by_kind"] = by_kind(pairs, results)
