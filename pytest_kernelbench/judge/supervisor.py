@@ -605,14 +605,15 @@ class Supervisor:
 
     def wait(self, side: Side, deadline: float) -> dict[str, Any]:
         limit = self.cfg.max_memory_gb * 2**30
-        running = time.monotonic()  # since when the side has run uninterrupted
+        running, stopped = time.monotonic(), 0.0  # since when the side has run uninterrupted; how long it was stopped
         while True:
             if side.name == "build":  # a compiler must not share the CPU with another evaluation's timed calls
                 deadline += self.pause_for_timing(side)
-            elif self._sharing and not side.trusted and time.monotonic() - running > STEP_ASIDE_AFTER:
+            elif self._sharing and not side.trusted and time.monotonic() - running > max(STEP_ASIDE_AFTER, stopped):
+                # at least as long running as it was stopped: a long first call (inductor) is slowed by half at most
                 aside = self.step_aside(side)
                 if aside:
-                    deadline, running = deadline + aside, time.monotonic()
+                    deadline, running, stopped = deadline + aside, time.monotonic(), stopped + aside
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ChannelTimeout("deadline")
