@@ -1,5 +1,6 @@
 """The per-device timing lock: two processes never hold it at once, and waiting for it is not a timeout."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -8,7 +9,7 @@ import time
 import pytest
 from filelock import Timeout
 
-from helpers import broken, cpu_config, tiny_problem
+from helpers import REPO, broken, cpu_config, tiny_problem
 from pytest_kernelbench.judge.controller import evaluate
 from pytest_kernelbench.judge.locking import device_lock
 from pytest_kernelbench.outcome import Outcome
@@ -211,3 +212,19 @@ def test_a_long_first_call_steps_aside_for_another_judges_timing_and_is_still_ju
     assert slow_result.stage_seconds.get("stepped_aside", 0) > 0.1  # ... stopped meanwhile, charged to no one
     assert quick_done < slow_done - 1.0  # the other judge timed and finished while the first call was still going
     assert quick_result.stage_seconds.get("wait_lock", 0) < 3.0  # not the whole 6 s first call
+
+
+def test_a_build_step_and_its_compilers_run_at_a_lower_priority_than_the_judges(tmp_path):
+    from pytest_kernelbench.candidates import Candidate
+    from pytest_kernelbench.judge.runner import BUILD_NICE
+    from pytest_kernelbench.problems import problem_from_path
+
+    source = (REPO / "solutions" / "mini" / "1_LeakyReluScale.cpu.py").read_text()
+    probe = ("import os as _os, pathlib as _pl\ntry:\n"
+             "    _pl.Path(_os.environ['TORCH_EXTENSIONS_DIR'], 'nice.txt').write_text(str(_os.nice(0)))\n"
+             "except OSError:\n    pass  # the judged runner sees the build folder read-only\n")  # fmt: skip
+    config = cpu_config(lock_dir=str(tmp_path / "locks"), build_dir=str(tmp_path / "builds"))
+    result = evaluate(problem_from_path(REPO / "problems" / "mini" / "1_LeakyReluScale.py"), Candidate(probe + source, "", "nice"), config)
+    assert result.correct, result.message
+    found = list((tmp_path / "builds").rglob("nice.txt"))
+    assert found and int(found[0].read_text()) == os.nice(0) + BUILD_NICE
