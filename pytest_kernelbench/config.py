@@ -83,7 +83,7 @@ class EvalConfig:
     max_time: float = 0.0  # seconds of timing per candidate; 0: device default (GPU 3, CPU 2)
     rel_err: float = 0.01  # stop timing once the median's standard error is below this fraction of it
     # timed calls whose outputs total less than this are all compared; above it, each one is with probability
-    # 1/4, drawn after the candidate's call, and at least 4 of them (docs/judge.md, "Which calls are checked")
+    # 1/4 (the supervisor's draw, which the candidate cannot see), and at least 4 (docs/judge.md, "Which calls are checked")
     check_all_below_mb: float = 64.0
     strict: bool = False  # reject candidates whose forward dispatches PyTorch compute ops
     profile: bool = False  # on a GPU: a per-kernel time table of one candidate call (torch.profiler), for kbagent's improve prompt
