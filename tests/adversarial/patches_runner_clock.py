@@ -1,8 +1,9 @@
 """Replaces the clock the runner bound at its import (its module global), so every call of its own
-measures 100 times shorter: a correct answer at a claimed 100x."""
+measures 100 times shorter: a correct answer at a claimed 100x. Rejected by the wall-clock check in
+both timed batches (the message names the first batch's figures too)."""
 # judge: rejected
 # problem: timing
-# says: disagree with the supervisor's clock
+# says: in a first batch of timed calls
 import sys
 
 import torch
