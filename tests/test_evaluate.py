@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from helpers import broken, cpu_config, tiny_problem
+from helpers import TESTS, broken, cpu_config, tiny_problem
 from pytest_kernelbench.candidates import Candidate, baseline_candidate
 from pytest_kernelbench.judge.controller import evaluate
 from pytest_kernelbench.outcome import Outcome
@@ -342,30 +342,16 @@ def test_a_candidates_triton_and_inductor_caches_outlive_its_judge_and_no_other_
     assert len(counts) == 2 and sorted(counts.values()) == [1, 2]  # A's folder saw both of A's judges, B's only B's
 
 
-_WRONG_LATER = """
-import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-        self.calls = 0
-
-    def forward(self, x):
-        self.calls += 1
-        out = torch.relu(self.linear(x))
-        return out + 1 if self.calls > 7 else out  # right in 3 trials, the trace and 3 warm-up calls; wrong when timed
-"""
-
-
 def test_a_random_subset_of_timed_calls_is_checked_and_still_catches_a_candidate_wrong_when_timed():
     subset = cpu_config(check_all_below_mb=0.0, min_reps=24, max_time=5.0)  # every output counts as big
     honest = evaluate(tiny_problem(), baseline_candidate(tiny_problem()), subset)
     assert honest.outcome is Outcome.CORRECT, honest.message
     checked, timed = honest.extra["checked_calls"], honest.extra["timed_calls"]
     assert 3 + 4 <= checked < timed  # the warm-up and at least 4 timed calls; not all of them (P(all 24) = 4^-24)
-    cheat = evaluate(tiny_problem(), Candidate(_WRONG_LATER, "", "wrong-later"), subset)
+    # the red-team file that goes wrong after the trials, moved on to go wrong only when timed: right in 3 trials,
+    # the trace and 3 warm-up calls (its own threshold, 5 calls, is caught at the warm-up)
+    source = (TESTS / "adversarial" / "right_only_first_calls.py").read_text()
+    assert "self.calls > 5" in source
+    cheat = evaluate(tiny_problem(), Candidate(source.replace("self.calls > 5", "self.calls > 7"), "", "wrong-when-timed"), subset)
     assert cheat.outcome is Outcome.INCORRECT, cheat.message  # unseen only if no timed call is checked: never (>= 4 are)
     assert "timed call" in cheat.message
