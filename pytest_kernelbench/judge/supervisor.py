@@ -782,7 +782,7 @@ class Supervisor:
         timing phase first waits for the GPU to be quiet: Supervisor.settle), then continue the side.
         Returns the seconds it took (charged to no one). A Triton autotune stopped so times one of its
         configurations too slow at most (it takes medians of many launches)."""
-        need = self._lock.wanted() if self._sharing and self._lock is not None else None
+        need = self._lock.wanted()  # (only called in a shared phase: wait())
         if need is None or (self.device.type == "cuda" and self.free_device_bytes() < need):
             return 0.0
         stage, started = self.status.stage, time.monotonic()
