@@ -162,3 +162,29 @@ def test_a_sigkilled_parent_takes_the_server_its_supervisors_and_their_runners_w
 def test_unknown_worker_start_is_a_clear_error():
     with pytest.raises(KernelBenchUsageError, match="'forkserver' or 'spawn'"):
         EvalConfig(worker_start="threads")
+
+
+_SIZE_INPUTS = """
+import sys, types
+from pytest_kernelbench.judge import forkserver, supervisor
+if sys.argv[1] == "warm":
+    forkserver.warm_meta()
+problem = types.ModuleType("problem")
+exec("import torch\\ndef get_inputs():\\n    return [torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,))]", problem.__dict__)
+before = set(sys.modules)
+size = supervisor.input_bytes(problem)
+print(int(size), len(set(sys.modules) - before))
+"""
+
+
+@pytest.mark.parametrize("warm", ["warm", "cold"])
+def test_the_server_sizes_inputs_once_so_a_supervisor_imports_nothing_for_it(warm):
+    """input_bytes (random tensors on the meta device) imports sympy and torch's decompositions on first use:
+    0.3-3 s in every supervisor, unless the server did it before forking (forkserver.warm_meta)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _SIZE_INPUTS, warm], capture_output=True, text=True, timeout=120, check=True)
+    size, imported = map(int, out.stdout.split())
+    assert size == 64 * 3 * 32 * 32 * 4 + 64 * 8
+    assert (imported == 0) if warm == "warm" else (imported > 100)

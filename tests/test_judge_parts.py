@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import torch
 from helpers import REPO
 from pytest_kernelbench.judge import protocol as p
 from pytest_kernelbench.judge.compare import Sealer, compare_tensors
-from pytest_kernelbench.judge.sandbox import SECRET_NAME, Mounts, SandboxInfo, bwrap_command, runner_env
+from pytest_kernelbench.judge.sandbox import SECRET_NAME, Mounts, ProcessTree, SandboxInfo, bwrap_command, kill_tree, runner_env
 from pytest_kernelbench.judge.stats import speedup_interval, wall_check
 from pytest_kernelbench.judge.transport import MAX_MESSAGE, Channel, ProtocolError, SharedBuffer
 
@@ -186,3 +187,72 @@ def test_the_op_recorder_does_not_import_dynamo():
             "print(trace_this_thread(torch, lambda: torch.zeros(2) + 1), 'torch._dynamo' in sys.modules)")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.stdout.strip() == "{'aten.zeros': 1, 'aten.add': 1} False", out.stderr[-2000:]
+
+
+_FORKING_TREE = r"""
+import os, sys, threading, time
+def spin():
+    while True:
+        pass
+for _ in range(3):
+    threading.Thread(target=spin, daemon=True).start()
+if os.fork() == 0:  # a child that keeps forking short-lived grandchildren, and spins itself
+    threading.Thread(target=spin, daemon=True).start()
+    while True:
+        if os.fork() == 0:
+            time.sleep(0.05)
+            os._exit(0)
+        time.sleep(0.001)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+print("ready", flush=True)
+spin()
+"""
+
+
+def _tree_states(root: int) -> dict[tuple[int, str], str]:
+    """(pid, tid) -> state letter, for every thread of ``root`` and its descendants."""
+    states, todo = {}, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            continue
+        for tid in tasks:
+            try:
+                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_bytes()
+                todo += [int(k) for k in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+            except FileNotFoundError:
+                continue
+            states[(pid, tid)] = chr(stat[stat.rfind(b")") + 2])
+    return states
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_a_process_tree_stops_as_one_forks_and_threads_included_and_continues():
+    """Every thread of every process in the tree is stopped when freeze returns, a child that keeps forking
+    included, and nothing new appears while it is stopped; a second freeze (members known) does the same."""
+    proc = subprocess.Popen([sys.executable, "-c", _FORKING_TREE], stdout=subprocess.PIPE, text=True)
+    tree = ProcessTree(proc.pid)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        for _ in range(2):
+            time.sleep(0.2)
+            tree.freeze()
+            states = _tree_states(proc.pid)
+            assert len({pid for pid, _ in states}) >= 2 and len(states) >= 6  # the root's 4 threads, the child's 2
+            assert set(states.values()) <= set("TtZX"), states
+            time.sleep(0.1)
+            assert _tree_states(proc.pid).keys() <= states.keys() | {k for k, v in states.items() if v in "ZX"}  # no fork
+            tree.thaw()
+            time.sleep(0.1)
+            assert "R" in _tree_states(proc.pid).values()  # spinning again
+    finally:
+        tree.thaw()
+        tree.close()
+        kill_tree(proc.pid)
+        proc.wait(5)

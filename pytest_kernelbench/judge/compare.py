@@ -49,18 +49,29 @@ class Sealer:
             return flat.view(torch.int32)
         return flat.view(torch.uint8).to(torch.int32)
 
-    def digest_words(self, words: torch.Tensor) -> int:
+    def digest_words(self, words: torch.Tensor) -> torch.Tensor:
+        """A 0-d int64 tensor on the words' device, queued on the current stream (:func:`digest_value` reads it)."""
         mixed = torch.bitwise_xor(words, self.k1)
         mixed.mul_(self.k2)
-        return int(mixed.sum(dtype=torch.int64)) & _MASK
+        return mixed.sum(dtype=torch.int64)
 
-    def seal(self, t: torch.Tensor) -> int:
-        total = 0
+    def take(self, t: torch.Tensor) -> torch.Tensor:
+        """The digest of ``t``'s bytes as they are when the stream gets to it, not read back (no GPU sync of its
+        own: the supervisor synchronises once after sealing every slot of a call)."""
         flat = t.detach().reshape(-1)
         step = _chunk(flat)
-        for start in range(0, flat.numel(), step):
-            total = (total + self.digest_words(self.words(flat[start : start + step]))) & _MASK
-        return total
+        parts = [self.digest_words(self.words(flat[start : start + step])) for start in range(0, flat.numel(), step)]
+        if not parts:
+            return torch.zeros((), dtype=torch.int64)
+        return parts[0] if len(parts) == 1 else torch.stack(parts).sum()  # int64 sums wrap, as the chunks' do
+
+    def seal(self, t: torch.Tensor) -> int:
+        return digest_value(self.take(t))
+
+
+def digest_value(digest: torch.Tensor) -> int:
+    """A digest as a number (modulo 2**63, so that chunk sums add the same however they are grouped)."""
+    return int(digest) & _MASK
 
 
 def compare_tensors(new: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float, sealer: Sealer | None = None,
@@ -74,7 +85,7 @@ def compare_tensors(new: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
     for start in range(0, a.numel(), step):
         x = a[start : start + step].clone()  # one read of the shared slot: compared and digested alike
         if sealer is not None:
-            digest = (digest + sealer.digest_words(sealer.words(x))) & _MASK
+            digest = (digest + digest_value(sealer.digest_words(sealer.words(x)))) & _MASK
         nf, ov, dm = _compare_chunk(x, b[start : start + step], atol, rtol)
         nonfinite, over, diff_max = nonfinite + nf, over + ov, max(diff_max, dm)
     if sealer is not None and seal is not None and digest != seal:

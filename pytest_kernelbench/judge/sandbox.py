@@ -26,6 +26,7 @@ supervisor is their subreaper); ``--kb-sandbox required`` makes that an error in
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -351,8 +352,7 @@ def _walk_children(pid: int) -> list[int]:
             continue
         for tid in tasks:
             try:
-                with open(f"/proc/{current}/task/{tid}/children") as fh:
-                    kids = [int(k) for k in fh.read().split()]
+                kids = [int(k) for k in _read(f"/proc/{current}/task/{tid}/children").split()]
             except FileNotFoundError:
                 continue
             found += kids
@@ -376,44 +376,119 @@ def kill_tree(pid: int, rounds: int = 20) -> None:
         time.sleep(0.01)
 
 
-def freeze_tree(pid: int, wait: float = 1.0) -> list[int]:
-    """SIGSTOP ``pid`` and every descendant, and wait until every thread of theirs has stopped: a signal
-    takes effect when its target next leaves the kernel, so a thread in the middle of a kernel launch
-    finishes that launch first. A process forked meanwhile is caught by the next round (a stopped
-    process cannot fork, so this ends). Returns what to :func:`thaw`."""
-    stopped: list[int] = []
-    for _ in range(20):
-        new = [q for q in [pid, *descendants(pid)] if q not in stopped]
-        if not new:
-            break
-        for victim in new:
-            try:
-                os.kill(victim, signal.SIGSTOP)
-                stopped.append(victim)
-            except (ProcessLookupError, PermissionError):
-                pass
-    deadline = time.monotonic() + wait
-    running = [q for q in stopped if not _all_threads_stopped(q)]
-    while running and time.monotonic() < deadline:  # a process once seen stopped stays stopped
-        time.sleep(0.0001)
-        running = [q for q in running if not _all_threads_stopped(q)]
-    return stopped
+_STOPPED = (b"T", b"t", b"Z", b"X")
 
 
-def _all_threads_stopped(pid: int) -> bool:
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
-        return True
-    for tid in tasks:
+class ProcessTree:
+    """A process and its descendants, stopped and continued as one (SIGSTOP cannot be caught).
+
+    Members are held by pidfd where the OS has them (Linux 5.3+), so a signal never reaches a pid the
+    kernel has given to another process since; the members one :meth:`freeze` found are signalled first
+    by the next, and one pass over their threads then both waits for each to stop and reads the children
+    it has forked (read once the thread is stopped, a children list is final: a stopped thread cannot
+    fork). A stop took 2.2 ms a call on the H100 before (two walks of the tree, then polls of every thread);
+    on a 2-core VM, a 31-thread process: 1.6 ms before, 0.85 ms so (docs/performance.md)."""
+
+    def __init__(self, root: int):
+        self.root = root
+        self.members: dict[int, int | None] = {}  # pid -> its pidfd (None: no pidfd, signalled by pid)
+        self._adoptions = 0  # how many pids it has adopted
+
+    def freeze(self, wait: float = 1.0) -> list[int]:
+        """Stop every member and wait (at most ``wait`` seconds) until every thread of theirs has stopped: a
+        signal takes effect when its target next leaves the kernel, so a thread in the middle of a kernel
+        launch finishes that launch first. Returns the pids stopped."""
+        self._adopt(self.root)
+        for pid in list(self.members):
+            self._signal(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + wait
+        settled: set[tuple[int, str]] = set()  # (pid, tid) seen stopped, its children read (and stopped)
+        while True:
+            known = self._adoptions
+            busy = [pid for pid in list(self.members) if not self._settle(pid, settled)]
+            if (not busy and self._adoptions == known) or time.monotonic() > deadline:  # a pass found nothing new
+                return list(self.members)
+            if busy:
+                time.sleep(0.0001)
+
+    def thaw(self) -> None:
+        for pid in list(self.members):
+            self._signal(pid, signal.SIGCONT)
+
+    def close(self) -> None:
+        for fd in self.members.values():
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.members.clear()
+
+    def _settle(self, pid: int, settled: set[tuple[int, str]]) -> bool:
+        """Whether every thread of ``pid`` is stopped; the children of each newly stopped one are stopped too."""
         try:
-            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as fh:
-                stat = fh.read()
+            tasks = os.listdir(f"/proc/{pid}/task")
         except FileNotFoundError:
-            continue
-        if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in (b"T", b"t", b"Z", b"X"):
+            return True
+        done = True
+        for tid in tasks:
+            if (pid, tid) in settled:
+                continue
+            try:
+                stat = _read(f"/proc/{pid}/task/{tid}/stat")
+                if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in _STOPPED:
+                    done = False
+                    continue
+                kids = [int(k) for k in _read(f"/proc/{pid}/task/{tid}/children").split()]
+            except FileNotFoundError:
+                continue
+            settled.add((pid, tid))
+            for kid in kids:
+                if kid not in self.members and self._adopt(kid):
+                    self._signal(kid, signal.SIGSTOP)
+        return done
+
+    def _adopt(self, pid: int) -> bool:
+        if pid in self.members:
+            return True
+        try:
+            self.members[pid] = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
+        except ProcessLookupError:
             return False
-    return True
+        except OSError:  # a kernel without pidfds
+            self.members[pid] = None
+        self._adoptions += 1
+        return True
+
+    def _signal(self, pid: int, sig: int) -> None:
+        fd = self.members.get(pid)
+        try:
+            if fd is not None:
+                signal.pidfd_send_signal(fd, sig)
+            else:
+                os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            if pid != self.root:  # gone: forget it (the root stays ours until it is reaped)
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                self.members.pop(pid, None)
+
+
+def _read(path: str) -> bytes:
+    """A small /proc file in three system calls (``open()`` builds a buffered file object: several times slower)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 65536)
+    finally:
+        os.close(fd)
+
+
+def freeze_tree(pid: int, wait: float = 1.0) -> list[int]:
+    """Stop ``pid`` and every descendant (:meth:`ProcessTree.freeze`); returns what to :func:`thaw`."""
+    tree = ProcessTree(pid)
+    try:
+        return tree.freeze(wait)
+    finally:
+        tree.close()
 
 
 def thaw(pids: list[int]) -> None:
