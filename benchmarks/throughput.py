@@ -189,7 +189,8 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
         def judge(pck):  # a line per result as it comes, so that a run cut off by a time limit still shows its rate
             result = evaluate(pck[0], pck[1], config)  # in its level's --ref-mode (evaluate: config.for_level)
             line = {"t": round(time.monotonic() - started, 1), "candidate": pck[1].label, "outcome": result.outcome.value,
-                    "gpu_busy_so_far": sampler.busy, "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()}}  # fmt: skip
+                    "gpu_busy_so_far": sampler.busy, "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()},
+                    "lock_held_s": result.extra.get("lock_held_s", {})}  # fmt: skip
             if not result.correct:
                 line["message"] = result.message[:400]
             print("judged " + json.dumps(line), flush=True)
@@ -218,6 +219,9 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
         "cpu_busy_fraction": round((cpu_after[0] - cpu_before[0]) / max(cpu_after[1] - cpu_before[1], 1.0), 3),
         "nvidia_smi_busy_fraction": None if sampler.busy is None else round(sampler.busy, 3),
         "stepped_aside": sum(int(r.extra.get("stepped_aside", 0)) for r in results),  # shared calls stopped for a timer
+        # seconds the device lock was held, summed per phase: the exclusive ones (reference, time) against the wall
+        "lock_held_s": {k: round(sum(r.extra.get("lock_held_s", {}).get(k, 0.0) for r in results), 1)
+                        for k in sorted({k for r in results for k in r.extra.get("lock_held_s", {})})},
         "checked_of_timed_calls": [sum(int(r.extra.get(k, 0)) for r in results) for k in ("checked_calls", "timed_calls")],
         "median_compile_stage_s": round(sorted(r.stage_seconds.get("compile", 0.0) for r in results)[len(results) // 2], 2),
         "outcomes": sorted({r.outcome.value for r in results}),

@@ -784,6 +784,7 @@ class Supervisor:
                 lock.acquire(timeout=self.cfg.lock_timeout, shared=shared, announce=None if shared else self.exclusive_need(stage))
             except Timeout:
                 raise Verdict("harness_error", f"could not take the device lock {lock.lock_file} in {self.cfg.lock_timeout:g} s") from None
+            held.callback(self.note_held, stage, _perf_counter())  # after the release below (last in, first out)
             held.callback(lock.release)
             self._sharing, self._lock = shared, lock
             try:
@@ -803,6 +804,11 @@ class Supervisor:
                 if self.device.type == "cuda":  # the phase's device memory is free before the next holder comes
                     gc.collect()
                     torch.cuda.empty_cache()
+
+    def note_held(self, stage: str, since: float) -> None:
+        """Seconds this evaluation held the device lock, per phase (benchmarks/throughput.py adds them up)."""
+        held = self.found["extra"].setdefault("lock_held_s", {})
+        held[stage] = round(held.get(stage, 0.0) + _perf_counter() - since, 4)
 
     def free_device_bytes(self) -> int:
         return int(torch.cuda.mem_get_info(self.device)[0])
@@ -881,7 +887,8 @@ class Supervisor:
             self.found["extra"]["build_cached"] = cached = folder.cached
             if not cached:
                 step_env = {**self.candidate_env(folder.path, jit=False), "KB_PCH_WANTED": str(folder.path / "pch-wanted.jsonl")}
-                builder = self.set_up(self.launch(step_env, "build.log", Mounts(writable=[folder.path]), side_name="build"))
+                # set up on the CPU: a build needs no CUDA context (0.5 s and a context switch on a GPU another judge times)
+                builder = self.set_up(self.launch(step_env, "build.log", Mounts(writable=[folder.path]), side_name="build"), device="cpu")
                 try:
                     self.ask(builder, p.Load(source, "kb_candidate.py", build_only=True, compile_only=self.compile_only), p.Done)
                 finally:
@@ -956,9 +963,9 @@ class Supervisor:
         env = runner_env(dict(os.environ), scratch / "home", PACKAGE_ROOT, extra_env)
         return self.spawn(side_name, info, env, mounts, scratch, log_name=log_name)
 
-    def set_up(self, side: Side) -> Side:
+    def set_up(self, side: Side, device: str = "") -> Side:
         try:
-            self.ask(side, p.Setup(self.cfg.device, self.cfg.device_index, self.cfg.timer, torch.get_num_threads()), p.Ready)
+            self.ask(side, p.Setup(device or self.cfg.device, self.cfg.device_index, self.cfg.timer, torch.get_num_threads()), p.Ready)
         except Verdict as verdict:  # before any candidate code: the sandbox or the machine, not the candidate
             self.stop_side(side)
             raise Verdict("harness_error", f"the runner could not start ({self.sandbox.label}): {verdict.message}") from None
