@@ -34,8 +34,8 @@ _POLL_SECONDS = 0.05
 # Stages where the harness, not the candidate, is at work: importing torch, building the reference
 # (torch.compile in --mode compile can take minutes), the recheck after the candidate is gone, or waiting for the
 # device lock. They do not count against the candidate's time limit; the first two have their own.
-SETUP_STAGES = frozenset({"start", "reference", "quiet"})
-UNCHARGED = frozenset({"start", "reference", "quiet", "wait_lock", "paused", "pch", "recheck", "done"})
+SETUP_STAGES = frozenset({"start", "reference"})
+UNCHARGED = frozenset({"start", "reference", "wait_lock", "paused", "pch", "recheck", "done"})
 GRACE_SECONDS = 30.0  # the supervisor enforces the limit itself; this backstop only catches a stuck supervisor
 
 

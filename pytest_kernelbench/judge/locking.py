@@ -4,8 +4,7 @@ A reader-writer lock per device (filelock's SQLite-backed :class:`filelock.ReadW
 when its process dies; a waiting writer holds SQLite's PENDING lock, so new readers queue behind it
 and a writer is never starved):
 
-* **exclusive** (the writer): a timing window, or the quiet-GPU probe before a candidate runs (with the
-  reference's first call when that is big, or in a compile mode).
+* **exclusive** (the writer): a timing window, or the reference's first call and the quiet-GPU probe.
   No other judge's work runs on the device meanwhile.
 * A shared holder in a long call steps aside for a waiting exclusive one (it stops its candidate, lets the
   lock go, queues again: ``Supervisor.step_aside``), so that one long first call (inductor, autotune) does

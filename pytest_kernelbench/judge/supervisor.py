@@ -232,16 +232,9 @@ class Supervisor:
         self.ask(self.ref, p.Load(Path(self.spec.problem_path).read_text(), "kb_reference.py", "Model", compile_mode(self.cfg.mode)),
                  p.Done)  # fmt: skip
         self.ask(self.ref, p.Init(self.encode(self.ref, self.init_values), self.cfg.seed, self.cfg.ref_mode), p.Done)
-        big = self.device.type == "cuda" and input_bytes(self.problem) > WARMUP_UNLOCKED_BYTES
-        if self.cfg.mode == "eager" and self.device.type == "cuda" and not big:
-            # untimed: the first call shares the device (admitted by four times its inputs); the quiet-GPU probe, before
-            # any candidate code runs, holds it alone for milliseconds (the whole of this held it: 1.5 s a candidate)
-            with self.device_phase("reference", shared=True, need=self.exclusive_need("reference")):
-                self.out_spec = self.discover()
-            with self.device_phase("quiet"):
-                self._quiet_s = self._probe_floor()
-            return
-        with self.device_phase("reference") if self.cfg.mode == "eager" or big else contextlib.nullcontext():
+        big = self.cfg.mode != "eager" and self.device.type == "cuda" and input_bytes(self.problem) > WARMUP_UNLOCKED_BYTES
+        locked = self.cfg.mode == "eager" or big
+        with self.device_phase("reference") if locked else contextlib.nullcontext():
             self.out_spec = self.discover()
             if self.device.type == "cuda":  # before any candidate code runs: the GPU is ours and the reference's
                 self._quiet_s = self._probe_floor()
@@ -777,7 +770,7 @@ class Supervisor:
                     live.append((side, ids))
 
     @contextlib.contextmanager
-    def device_phase(self, stage: str, shared: bool = False, need: int | None = None) -> Iterator[None]:
+    def device_phase(self, stage: str, shared: bool = False) -> Iterator[None]:
         """Hold the device for one phase, exclusively or (untimed work) shared with other judges under
         memory admission (:mod:`.locking`); free every buffer of the phase before letting go."""
         self.status.enter("wait_lock")
@@ -787,8 +780,7 @@ class Supervisor:
         with contextlib.ExitStack() as held:
             try:
                 if shared and self.device.type == "cuda":
-                    admit = self.admission_bytes() if need is None else need
-                    held.enter_context(admitted(lock, admit, self.free_device_bytes, self.cfg.lock_timeout))
+                    held.enter_context(admitted(lock, self.admission_bytes(), self.free_device_bytes, self.cfg.lock_timeout))
                 lock.acquire(timeout=self.cfg.lock_timeout, shared=shared, announce=None if shared else self.exclusive_need(stage))
             except Timeout:
                 raise Verdict("harness_error", f"could not take the device lock {lock.lock_file} in {self.cfg.lock_timeout:g} s") from None
@@ -826,8 +818,6 @@ class Supervisor:
         fits beside them): the time phase's admission; the reference's first call, before its peak is known,
         four times the inputs (0 on CPU)."""
         if self.device.type != "cuda":
-            return 0
-        if stage == "quiet":  # a few probes
             return 0
         return self.admission_bytes() if stage == "time" else int(4 * input_bytes(self.problem)) + ADMISSION_MARGIN_BYTES
 
