@@ -1141,10 +1141,6 @@ def _kill_children() -> None:
 
 
 def main(argv: list[str], started: float | None = None) -> int:
-    # Everything imported so far (torch, sympy, ...) is never garbage: each phase's gc.collect (device memory back
-    # before the lock goes) then walks only what this evaluation made, ~120 ms less a phase on the H100. No tensor
-    # exists yet: a frozen object is never collected (537ed4f: frozen after set-up, mapped buffers outlived a phase).
-    gc.freeze()
     spec = Assignment.read(Path(argv[1]))
     if spec.parent_pid:
         _die_with_parent(spec.parent_pid)
