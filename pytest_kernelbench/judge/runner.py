@@ -195,6 +195,10 @@ class Runner:
 
     def on_unmap(self, req: p.UnmapBuffers, fds: list[int]) -> dict[str, Any]:
         self.graph = None
+        # work still in flight on these buffers (another stream, an unsynced traced call) ends first: unmapping under
+        # a running kernel is an illegal memory access (H100, 12:35 UTC: four GPU red-team files, at 1d1cfce)
+        if self.clocks is not None:
+            self.clocks.sync()
         for buf_id in req.ids:
             self.buffers.pop(buf_id, None)
         return p.reply(p.Done)
@@ -280,6 +284,7 @@ class Runner:
                 ops, all_threads = trace_all_threads(self.torch, lambda: self.model(*args), self.clocks.sync)
             else:
                 ops, all_threads = trace_this_thread(self.torch, lambda: self.model(*args)), False
+            self.clocks.sync()  # its kernels are done before the reply, as every other call's are
         return p.reply(p.Traced, ops=ops, all_threads=all_threads)
 
     def on_profile(self, req: p.Profile, fds: list[int]) -> dict[str, Any]:

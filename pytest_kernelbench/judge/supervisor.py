@@ -800,7 +800,10 @@ class Supervisor:
                 if timing:
                     mark_cpu_timing(self.cfg.lock_dir, False)
                 self._sharing, self._lock = False, None
-                self.end_phase_buffers(self.ref, self.new)
+                # one side after the other, as on every GPU run that passed the red team (the two at once went with the
+                # race the runner's syncs on trace and unmap now close; not yet re-run on a GPU: docs/judge.md)
+                self.end_phase_buffers(self.ref)
+                self.end_phase_buffers(self.new)
                 if self.device.type == "cuda":  # the phase's device memory is free before the next holder comes
                     gc.collect()
                     torch.cuda.empty_cache()
