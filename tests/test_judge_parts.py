@@ -15,7 +15,16 @@ import torch
 from helpers import REPO
 from pytest_kernelbench.judge import protocol as p
 from pytest_kernelbench.judge.compare import Sealer, compare_tensors
-from pytest_kernelbench.judge.sandbox import SECRET_NAME, Mounts, ProcessTree, SandboxInfo, bwrap_command, kill_tree, runner_env
+from pytest_kernelbench.judge.sandbox import (
+    SECRET_NAME,
+    Mounts,
+    ProcessTree,
+    SandboxInfo,
+    bwrap_command,
+    descendants,
+    kill_tree,
+    runner_env,
+)
 from pytest_kernelbench.judge.stats import speedup_interval, wall_check
 from pytest_kernelbench.judge.transport import MAX_MESSAGE, Channel, ProtocolError, SharedBuffer
 
@@ -215,17 +224,11 @@ spin()
 
 def _tree_states(root: int) -> dict[tuple[int, str], str]:
     """(pid, tid) -> state letter, for every thread of ``root`` and its descendants."""
-    states, todo = {}, [root]
-    while todo:
-        pid = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except FileNotFoundError:
-            continue
-        for tid in tasks:
+    states = {}
+    for pid in [root, *descendants(root)]:
+        for tid in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []:
             try:
                 stat = Path(f"/proc/{pid}/task/{tid}/stat").read_bytes()
-                todo += [int(k) for k in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
             except FileNotFoundError:
                 continue
             states[(pid, tid)] = chr(stat[stat.rfind(b")") + 2])

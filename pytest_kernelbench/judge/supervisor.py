@@ -174,6 +174,7 @@ class Supervisor:
         self.ref_peak_bytes = 0  # the reference runner's peak device memory (its first call), for admission
         self.io_bytes = (0, 0)  # (inputs, outputs) of one call: the supervisor's shared buffers are made of these
         self._jit: Path | None = None  # this source's Triton and inductor caches (jit_cache)
+        self._key: str | None = None  # build_key()
         self.needs_build = builds_extension(self.source)
         self.cpu_check = self.cfg.device == "cpu-check"  # no GPU: CUDA candidates compiled only, others run on the CPU, untimed
         self.compile_only = self.cpu_check and builds_cuda_extension(self.source)
@@ -258,9 +259,9 @@ class Supervisor:
 
     def cached_build(self) -> Path | None:
         """The candidate's build folder if a finished build is there now (no wait: a build in flight is not)."""
-        from ..build.cache import BuildFolder, build_key
+        from ..build.cache import BuildFolder
 
-        folder = BuildFolder(self.cfg.build_dir, build_key(self.source, torch, self.device, self.compiler_env()), timeout=0)
+        folder = BuildFolder(self.cfg.build_dir, self.build_key(), timeout=0)
         try:
             with folder:
                 return folder.path if folder.cached else None
@@ -312,14 +313,13 @@ class Supervisor:
     def compile(self) -> None:
         """Build the candidate's extension in a sandboxed build step, then import it in its runner."""
         self.status.enter("compile")
-        source = Path(self.spec.candidate_path).read_text()
-        folder = self.build(source) if self.needs_build else None
+        folder = self.build() if self.needs_build else None
         if self.spec.build_only:
             return
         if self.new is None:  # not started early (launch_early)
             self.new = self.launch_runner(folder)
         self.set_up(self.new)
-        self.ask(self.new, p.Load(source, "kb_candidate.py", "ModelNew"), p.Done)
+        self.ask(self.new, p.Load(self.source, "kb_candidate.py", "ModelNew"), p.Done)
 
     # -------------------------------------------------------------- --device cpu-check (no GPU)
 
@@ -333,7 +333,7 @@ class Supervisor:
         if "CUDA_HOME" not in env:
             raise Verdict("harness_error", "--device cpu-check: no CUDA toolkit here to compile the candidate's CUDA sources "
                           "with (no nvcc on PATH, in CUDA_HOME or /usr/local/cuda)")  # fmt: skip
-        self.build(self.source)
+        self.build()
         arch = env["TORCH_CUDA_ARCH_LIST"]
         raise Verdict("built", f"compiled with nvcc ({env['CUDA_HOME']}) for TORCH_CUDA_ARCH_LIST={arch}; not run (--device cpu-check)")
 
@@ -748,26 +748,18 @@ class Supervisor:
             side.slots = [buf.view(getattr(torch, leaf["dtype"]), leaf["shape"]) for (_, buf), leaf in zip(made, leaves, strict=True)]
             side.expect = _expect(self.out_spec, iter([(buf_id, leaf) for (buf_id, _), leaf in zip(made, leaves, strict=True)]))
 
-    def end_phase_buffers(self, *sides: Side | None) -> None:
-        """Each side unmaps the phase's buffers, then frees its device memory (a gc pass): all sides at once."""
-        live = []
-        for side in sides:
-            if side is not None:
-                ids = side.drop_buffers()
-                self.thaw(side)
-                if side.process.poll() is None:
-                    live.append((side, ids))
-        for request in (p.UnmapBuffers, p.Release):  # a side that fails one is not asked the next
-            asked, live = live, []
-            for side, ids in asked:
-                with contextlib.suppress(Exception):
-                    side.channel.send((request(ids) if request is p.UnmapBuffers else request()).to_wire())
-                    live.append((side, ids))
-            asked, live = live, []
-            for side, ids in asked:
-                with contextlib.suppress(Exception):
+    def end_phase_buffers(self, side: Side | None) -> None:
+        """The side unmaps the phase's buffers, then frees its device memory (a gc pass); a side that fails the
+        first request is not asked the second."""
+        if side is None:
+            return
+        ids = side.drop_buffers()
+        self.thaw(side)
+        with contextlib.suppress(Exception):
+            if side.process.poll() is None:
+                for request in (p.UnmapBuffers(ids), p.Release()):
+                    side.channel.send(request.to_wire())
                     self.wait(side, time.monotonic() + 60)
-                    live.append((side, ids))
 
     @contextlib.contextmanager
     def device_phase(self, stage: str, shared: bool = False) -> Iterator[None]:
@@ -800,8 +792,7 @@ class Supervisor:
                 if timing:
                     mark_cpu_timing(self.cfg.lock_dir, False)
                 self._sharing, self._lock = False, None
-                # one side after the other, as on every GPU run that passed the red team (the two at once went with the
-                # race the runner's syncs on trace and unmap now close; not yet re-run on a GPU: docs/judge.md)
+                # one side after the other, as on every GPU run that passed the red team (docs/judge.md, "Unmapping ...")
                 self.end_phase_buffers(self.ref)
                 self.end_phase_buffers(self.new)
                 if self.device.type == "cuda":  # the phase's device memory is free before the next holder comes
@@ -878,14 +869,13 @@ class Supervisor:
 
     # -------------------------------------------------------------- the candidate's processes
 
-    def build(self, source: str) -> Path:
+    def build(self) -> Path:
         """The sandboxed build step: import the candidate with only its own build folder writable."""
-        from ..build.cache import BuildFolder, build_key
+        from ..build.cache import BuildFolder
         from ..build.pch import after_build
 
         env = self.compiler_env()
-        key = build_key(source, torch, self.device, env)
-        folder = BuildFolder(self.cfg.build_dir, key, timeout=max(self.remaining(), 1.0))
+        folder = BuildFolder(self.cfg.build_dir, self.build_key(), timeout=max(self.remaining(), 1.0))
         with folder:
             self.found["extra"]["build_cached"] = cached = folder.cached
             if not cached:
@@ -893,7 +883,7 @@ class Supervisor:
                 # set up on the CPU: a build needs no CUDA context (0.5 s and a context switch on a GPU another judge times)
                 builder = self.set_up(self.launch(step_env, "build.log", Mounts(writable=[folder.path]), side_name="build"), device="cpu")
                 try:
-                    self.ask(builder, p.Load(source, "kb_candidate.py", build_only=True, compile_only=self.compile_only), p.Done)
+                    self.ask(builder, p.Load(self.source, "kb_candidate.py", build_only=True, compile_only=self.compile_only), p.Done)
                 finally:
                     self.stop_side(builder)
                 if env.get("CXX") and self.cfg.pch_dir != "off":  # trusted work for later builds: not the candidate's time
@@ -928,6 +918,15 @@ class Supervisor:
             extra.update(TRITON_CACHE_DIR=str(caches / "triton"), TORCHINDUCTOR_CACHE_DIR=str(caches / "inductor"))
         return extra
 
+    def build_key(self) -> str:
+        """This candidate's key in the build cache (its source, the versions, the GPU architecture, the compiler
+        settings): its build folder and its JIT caches are named by it."""
+        from ..build.cache import build_key
+
+        if self._key is None:
+            self._key = build_key(self.source, torch, self.device, self.compiler_env())
+        return self._key
+
     def jit_cache(self) -> Path:
         """Triton's and inductor's caches for this candidate's source, kept from one judge of it to the next.
 
@@ -935,10 +934,8 @@ class Supervisor:
         other source ever reads it; writable by this source's runners only (a candidate can reach
         nothing but its own re-judges, which run the same code); emptied when it outgrows
         :data:`JIT_CACHE_BYTES`."""
-        from ..build.cache import build_key
-
         if self._jit is None:
-            self._jit = Path(self.cfg.build_dir) / f"jit-{build_key(self.source, torch, self.device, self.compiler_env())}"
+            self._jit = Path(self.cfg.build_dir) / f"jit-{self.build_key()}"
             self._jit.mkdir(parents=True, exist_ok=True)
         return self._jit
 
