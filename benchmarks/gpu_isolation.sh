@@ -20,7 +20,7 @@ python3 -c "from pytest_kernelbench.judge.sandbox import probe; print('sandbox:'
 steps=" ${STEPS:-tests fidelity throughput} "
 if [[ $steps == *" tests "* ]]; then
   start=$(date +%s)
-  python3 -m pytest -p no:cacheprovider tests/test_gpu.py -v -rs -n 4 > "$out/gpu-tests.log" 2>&1
+  python3 -m pytest -p no:cacheprovider tests/test_gpu.py -v -rsfE --tb=short -n 4 > "$out/gpu-tests.log" 2>&1
   grep -E "PASSED|FAILED|SKIPPED|ERROR|passed|failed" "$out/gpu-tests.log" | tail -30
   echo "gpu tests wall: $(( $(date +%s) - start )) s" | tee -a "$out/device.txt"
 fi

@@ -69,6 +69,12 @@ def cpu_times() -> tuple[float, float]:
     return sum(fields) - idle, sum(fields)
 
 
+def _summed(results: list, key: str) -> dict[str, float]:
+    """A per-result ``extra[key]`` of seconds by name, summed over the results."""
+    names = sorted({k for r in results for k in r.extra.get(key, {})})
+    return {k: round(sum(r.extra.get(key, {}).get(k, 0.0) for r in results), 1) for k in names}
+
+
 def light_headers(source: str) -> str:
     """The bundled CUDA solution with a ``.cu`` that includes only the ATen/c10 headers it uses.
 
@@ -190,7 +196,8 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
             result = evaluate(pck[0], pck[1], config)  # in its level's --ref-mode (evaluate: config.for_level)
             line = {"t": round(time.monotonic() - started, 1), "candidate": pck[1].label, "outcome": result.outcome.value,
                     "gpu_busy_so_far": sampler.busy, "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()},
-                    "lock_held_s": result.extra.get("lock_held_s", {})}  # fmt: skip
+                    "lock_held_s": result.extra.get("lock_held_s", {}), "split_s": result.extra.get("split_s", {}),
+                    "wall_excess_ms": (result.extra.get("wall_check") or {}).get("excess_ms")}  # fmt: skip
             if not result.correct:
                 line["message"] = result.message[:400]
             print("judged " + json.dumps(line), flush=True)
@@ -220,8 +227,8 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
         "nvidia_smi_busy_fraction": None if sampler.busy is None else round(sampler.busy, 3),
         "stepped_aside": sum(int(r.extra.get("stepped_aside", 0)) for r in results),  # shared calls stopped for a timer
         # seconds the device lock was held, summed per phase: the exclusive ones (reference, time) against the wall
-        "lock_held_s": {k: round(sum(r.extra.get("lock_held_s", {}).get(k, 0.0) for r in results), 1)
-                        for k in sorted({k for r in results for k in r.extra.get("lock_held_s", {})})},
+        "lock_held_s": _summed(results, "lock_held_s"),
+        "split_s": _summed(results, "split_s"),  # parts of the exclusive phases (Supervisor.split)
         "checked_of_timed_calls": [sum(int(r.extra.get(k, 0)) for r in results) for k in ("checked_calls", "timed_calls")],
         "median_compile_stage_s": round(sorted(r.stage_seconds.get("compile", 0.0) for r in results)[len(results) // 2], 2),
         "outcomes": sorted({r.outcome.value for r in results}),

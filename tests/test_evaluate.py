@@ -32,6 +32,10 @@ def test_correct_candidate_has_speedup_timings_and_metadata():
     assert result.trials == 3 and result.max_abs_diff < 1e-4
     assert result.versions["torch"] and result.device == "cpu" and result.device_name
     assert {"reference", "compile", "init", "run", "compare", "trace", "time", "recheck"} <= set(result.stage_seconds)
+    # where the time phase went, part by part (benchmarks/throughput.py sums them): within the phase's own seconds
+    parts = result.extra["split_s"]
+    assert {"reference.call", "time.bind", "time.warmup", "time.batch", "time.end"} <= set(parts)
+    assert 0 < parts["time.batch"] and sum(v for k, v in parts.items() if k.startswith("time.")) <= result.stage_seconds["time"] + 0.01
     # every timed and warm-up call's output was compared (small outputs); a second batch only after a failed wall check
     assert result.extra["checked_calls"] == result.extra["timed_calls"] >= result.new.rounds + 3
     assert len(result.source_hash) == 16

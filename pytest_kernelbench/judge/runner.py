@@ -484,6 +484,7 @@ def serve(fd: int, scratch: str = "") -> int:
     faulthandler.enable()  # a segfault in the model leaves its Python stack in the runner's log
     import torch  # noqa: F401 - at once, while the supervisor is busy elsewhere (it may start us before it needs us)
 
+    gc.freeze()  # torch's objects are never garbage: a phase's gc.collect (on_release) walks only what came since; no tensor yet
     channel = Channel.from_fd(fd)
     profiled(Runner(channel, Path(scratch) if scratch else Path.cwd()).serve, "runner")
     return 0
