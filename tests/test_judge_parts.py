@@ -121,6 +121,34 @@ def _calls(claim_ms: float, true_ms: float, overhead_ms: float, n: int = 200) ->
     return [claim_ms] * n, [true_ms + overhead_ms + j for j in jitter]
 
 
+def test_the_reference_output_is_scrubbed_when_the_next_request_comes_not_inside_its_call(tmp_path):
+    """Scrubbing at the call's end put work in the reference's wall window that the candidate's has not (stats.wall_check)."""
+    import threading
+
+    from pytest_kernelbench.judge.runner import Runner
+
+    mine, theirs = socket.socketpair()
+    runner = Runner(Channel(theirs), tmp_path)
+    serving = threading.Thread(target=runner.serve, daemon=True)
+    serving.start()
+    supervisor = Channel(mine)
+
+    def ask(request: p.Request) -> dict:
+        supervisor.send(request.to_wire())
+        return supervisor.recv(timeout=30)[0]
+
+    assert ask(p.Setup("cpu", scrub_outputs=True))["ok"]
+    outputs: list[torch.Tensor] = []
+    runner.model = lambda: outputs.append(torch.ones(8)) or outputs[-1]
+    assert ask(p.Call([], None))["ok"]
+    assert not outputs[0].isnan().any()  # still the answer when the reply went out
+    assert ask(p.Ping())["ok"]
+    assert outputs[0].isnan().all() and runner.unscrubbed is None
+    supervisor.send(p.Exit().to_wire())
+    serving.join(10)
+    assert not serving.is_alive()
+
+
 def test_the_wall_clock_check_passes_honest_timings_and_catches_under_reporting():
     ref_ms, ref_wall = _calls(2.0, 2.0, 0.3)
     honest_ms, honest_wall = _calls(1.0, 1.0, 0.3)
