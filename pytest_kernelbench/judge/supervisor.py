@@ -127,6 +127,7 @@ class Side:
         self.trusted = trusted  # the reference's runner: never runs candidate code
         self.tree: ProcessTree | None = None  # its process tree (the candidate's), kept from one stop to the next
         self.frozen = False  # stopped between requests
+        self.asked = False  # sent a request since its last phase end: it may hold device memory to give back
         self.buffers: dict[int, SharedBuffer] = {}
         self.inputs: list[torch.Tensor] = []  # the supervisor's views of this side's input buffers
         self.args: list[p.Node] = []
@@ -630,6 +631,7 @@ class Supervisor:
         deadline = time.monotonic() + (self.cfg.setup_timeout if side.trusted else self.remaining())
         where = f"{label}: " if label else ""
         self.thaw(side)
+        side.asked = True
         try:
             side.channel.send(request.to_wire(), fds or [])
             reply = p.parse_reply(self.wait(side, deadline), kind)
@@ -764,8 +766,9 @@ class Supervisor:
         illegal memory access), then frees its device memory (a gc pass): all sides at once, a side that fails one
         request is not asked the next."""
         live = []
-        for side in sides:
-            if side is not None:
+        for side in sides:  # not one that was never asked anything since (a runner still starting: seconds, H100)
+            if side is not None and (side.asked or side.buffers):
+                side.asked = False
                 ids = side.drop_buffers()
                 self.thaw(side)
                 if side.process.poll() is None:
