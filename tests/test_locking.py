@@ -214,7 +214,9 @@ def test_a_long_first_call_steps_aside_for_another_judges_timing_and_is_still_ju
     assert quick_result.stage_seconds.get("wait_lock", 0) < 3.0  # not the whole 6 s first call
 
 
-def test_a_build_step_and_its_compilers_run_at_a_lower_priority_than_the_judges(tmp_path):
+@pytest.mark.parametrize("rank", [None, 3], ids=["the judge's own build", "a pool build with 3 queued ahead"])
+def test_a_build_step_and_its_compilers_run_at_a_lower_priority_than_the_judges(tmp_path, rank):
+    """A pool build is a step lower for each build queued ahead of it, so that a cold pool's first builds finish first."""
     from pytest_kernelbench.candidates import Candidate
     from pytest_kernelbench.judge.runner import BUILD_NICE
     from pytest_kernelbench.problems import problem_from_path
@@ -224,7 +226,12 @@ def test_a_build_step_and_its_compilers_run_at_a_lower_priority_than_the_judges(
              "    _pl.Path(_os.environ['TORCH_EXTENSIONS_DIR'], 'nice.txt').write_text(str(_os.nice(0)))\n"
              "except OSError:\n    pass  # the judged runner sees the build folder read-only\n")  # fmt: skip
     config = cpu_config(lock_dir=str(tmp_path / "locks"), build_dir=str(tmp_path / "builds"))
-    result = evaluate(problem_from_path(REPO / "problems" / "mini" / "1_LeakyReluScale.py"), Candidate(probe + source, "", "nice"), config)
+    problem, candidate = problem_from_path(REPO / "problems" / "mini" / "1_LeakyReluScale.py"), Candidate(probe + source, "", "nice")
+    if rank is not None:  # as build.pool.Prebuilder runs it; the judge below then finds the build cached
+        built = evaluate(problem, candidate, config, build_only=True, build_rank=rank)
+        assert built.correct, built.message
+    result = evaluate(problem, candidate, config)
     assert result.correct, result.message
+    assert bool(result.extra.get("build_cached")) == (rank is not None)
     found = list((tmp_path / "builds").rglob("nice.txt"))
-    assert found and int(found[0].read_text()) == os.nice(0) + BUILD_NICE
+    assert found and int(found[0].read_text()) == min(19, os.nice(0) + BUILD_NICE + (rank or 0))

@@ -44,14 +44,15 @@ class Prebuilder:
     def submit(self, problem: Problem, candidate: Candidate) -> bool:
         if not builds_extension(candidate.source) or candidate.source_hash in self.futures:
             return False
-        self.futures[candidate.source_hash] = self._pool.submit(self._build, problem, candidate)
+        rank = len(self.futures)  # builds queued ahead of it: the first ones of a cold pool finish first (runner.build_nice)
+        self.futures[candidate.source_hash] = self._pool.submit(self._build, problem, candidate, rank)
         return True
 
-    def _build(self, problem: Problem, candidate: Candidate) -> EvalResult:
+    def _build(self, problem: Problem, candidate: Candidate, rank: int) -> EvalResult:
         # a build starting now would start its processes inside another evaluation's CPU timing window
         # (a build already running is stopped there by its own supervisor: pause_for_timing)
         wait_while_cpu_timing(self.config.lock_dir)
-        return evaluate(problem, candidate, self.config, build_only=True, stop=self._stop)
+        return evaluate(problem, candidate, self.config, build_only=True, build_rank=rank, stop=self._stop)
 
     def close(self, wait: bool = True) -> None:
         """Cancel builds not yet started; with ``wait=False`` also kill those in flight."""

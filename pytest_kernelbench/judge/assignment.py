@@ -23,6 +23,7 @@ class Assignment:
     status_path: str
     config: EvalConfig
     build_only: bool = False  # only the candidate's build step (the build pool)
+    build_rank: int = 0  # builds the pool queued ahead of this one (runner.build_nice)
     parent_pid: int = 0  # the supervisor stops when this process is gone
 
     def write(self, path: Path) -> None:

@@ -121,12 +121,14 @@ def evaluate(
     config: EvalConfig,
     *,
     build_only: bool = False,
+    build_rank: int = 0,
     stop: threading.Event | None = None,
 ) -> EvalResult:
     """Judge ``candidate`` against ``problem``; never raises for candidate faults.
 
     ``build_only``: only the candidate's build step, so that its extension lands in the build
-    cache (outcome ``correct`` then means "built"); see :mod:`pytest_kernelbench.build.pool`.
+    cache (outcome ``correct`` then means "built"); see :mod:`pytest_kernelbench.build.pool`. ``build_rank``: how many
+    builds the pool queued ahead of this one (a lower priority each: ``runner.build_nice``).
     ``stop``: when set, the supervisor is killed and the result says so (session ending).
     """
     started = time.monotonic()
@@ -144,7 +146,7 @@ def evaluate(
         (work / "problem.py").write_text(problem.source)
         (work / "candidate.py").write_text(candidate.source)
         spec = Assignment(str(work / "problem.py"), str(work / "candidate.py"), tmp, str(work / "result.json"),
-                          str(work / "status.log"), config, build_only)  # fmt: skip
+                          str(work / "status.log"), config, build_only, build_rank)  # fmt: skip
         log_path = work / "supervisor.log"
         with log_path.open("wb") as log:
             proc = _start(config, work, spec, log)

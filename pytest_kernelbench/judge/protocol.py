@@ -81,6 +81,7 @@ class Load(Request):
     class_name: str = "ModelNew"
     compile_mode: str = ""  # "": as it is; an inductor mode or "tensorrt": wrapped in torch.compile (the reference's --mode)
     build_only: bool = False  # import, then report; no class needed
+    build_rank: int = 0  # builds queued ahead of this one in the build pool: a step lower priority each (build_nice)
     compile_only: bool = False  # load_inline compiles its sources (nvcc too, no GPU needed) and links nothing: --device cpu-check
 
 

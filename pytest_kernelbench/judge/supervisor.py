@@ -916,7 +916,8 @@ class Supervisor:
                 # set up on the CPU: a build needs no CUDA context (0.5 s and a context switch on a GPU another judge times)
                 builder = self.set_up(self.launch(step_env, "build.log", Mounts(writable=[folder.path]), side_name="build"), device="cpu")
                 try:
-                    self.ask(builder, p.Load(self.source, "kb_candidate.py", build_only=True, compile_only=self.compile_only), p.Done)
+                    self.ask(builder, p.Load(self.source, "kb_candidate.py", build_only=True, build_rank=self.spec.build_rank,
+                                           compile_only=self.compile_only), p.Done)
                 finally:
                     self.stop_side(builder)
                 if env.get("CXX") and self.cfg.pch_dir != "off":  # trusted work for later builds: not the candidate's time
