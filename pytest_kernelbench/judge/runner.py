@@ -17,6 +17,7 @@ Imports torch and the judge's protocol and transport modules only.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib.util
 import os
@@ -157,6 +158,13 @@ class Runner:
         self.clocks: Clocks | None = None
 
     def serve(self) -> None:
+        try:
+            self._serve()
+        finally:  # the reference's last output too, whether the supervisor said exit or went away
+            with contextlib.suppress(Exception):
+                self.scrub_pending()
+
+    def _serve(self) -> None:
         while True:
             try:
                 message, fds = self.channel.recv(max_fds=MAX_FDS)
