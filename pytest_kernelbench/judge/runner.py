@@ -302,7 +302,6 @@ class Runner:
         if self.unscrubbed is not None:
             out, self.unscrubbed = self.unscrubbed, None
             _scrub(self.torch, out)
-            del out
             self.clocks.sync()
 
     def on_trace(self, req: p.Trace, fds: list[int]) -> dict[str, Any]:

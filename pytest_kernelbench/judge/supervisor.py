@@ -800,7 +800,7 @@ class Supervisor:
                 lock.acquire(timeout=self.cfg.lock_timeout, shared=shared, announce=None if shared else self.exclusive_need(stage))
             except Timeout:
                 raise Verdict("harness_error", f"could not take the device lock {lock.lock_file} in {self.cfg.lock_timeout:g} s") from None
-            held.callback(self.note_held, stage, _perf_counter())  # after the release below (last in, first out)
+            held.callback(self.add_seconds, "lock_held_s", stage, _perf_counter())  # after the release below (last in, first out)
             held.callback(lock.release)
             self._sharing, self._lock = shared, lock
             try:
@@ -824,18 +824,18 @@ class Supervisor:
 
     @contextlib.contextmanager
     def split(self, part: str) -> Iterator[None]:
-        """Seconds spent in one part of a phase (``extra.split_s``, summed per part; benchmarks/throughput.py adds them up)."""
+        """Seconds spent in one part of a phase (``extra.split_s``)."""
         since = _perf_counter()
         try:
             yield
         finally:
-            parts = self.found["extra"].setdefault("split_s", {})
-            parts[part] = round(parts.get(part, 0.0) + _perf_counter() - since, 4)
+            self.add_seconds("split_s", part, since)
 
-    def note_held(self, stage: str, since: float) -> None:
-        """Seconds this evaluation held the device lock, per phase (benchmarks/throughput.py adds them up)."""
-        held = self.found["extra"].setdefault("lock_held_s", {})
-        held[stage] = round(held.get(stage, 0.0) + _perf_counter() - since, 4)
+    def add_seconds(self, key: str, name: str, since: float) -> None:
+        """The seconds since ``since`` added to ``extra[key][name]``: ``lock_held_s`` (the device lock held, per phase) and
+        ``split_s`` (parts of the exclusive phases); benchmarks/throughput.py sums both over a run."""
+        totals = self.found["extra"].setdefault(key, {})
+        totals[name] = round(totals.get(name, 0.0) + _perf_counter() - since, 4)
 
     def free_device_bytes(self) -> int:
         return int(torch.cuda.mem_get_info(self.device)[0])
