@@ -522,9 +522,8 @@ class Supervisor:
         """
         # continued (ask thaws it) and awake before the clock: neither is its time, and its inputs are still old ones
         self.ask(side, p.Ping(), p.Done, label=label, stop=False)
-        # the GPU is quiet at the start: the pair's fresh inputs are still being drawn (asynchronous kernels), and the
-        # first side of a pair would pay for them in its window (on the H100 level-1 references judged against
-        # themselves showed excesses of +-16% of the overhead, the sign set by which side came first more often)
+        # the GPU is quiet at the start: the pair's fresh inputs may still be being drawn (asynchronous kernels), and the
+        # first side of a pair would pay for them in its window, a cost the other side's window has not (stats.wall_check)
         self.sync()
         start = _perf_counter()
         self.refill(side, values)
