@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import KernelBenchUsageError
+from .judge.protocol import MAX_CALLS as MAX_ROUND_CALLS
 
 
 def default_cache_dir() -> Path:
@@ -82,6 +83,9 @@ class EvalConfig:
     max_reps: int = 0  # 0: device default (GPU 300, CPU 50)
     max_time: float = 0.0  # seconds of timing per candidate; 0: device default (GPU 3, CPU 2)
     rel_err: float = 0.01  # stop timing once the median's standard error is below this fraction of it
+    # calls of each side in one timing round (each on its own fresh inputs, one request to the runner): 0 is as many as
+    # fit in the supervisor's bounds on a GPU (judge/supervisor.py calls_per_round), 1 on the CPU
+    round_calls: int = 0
     # timed calls whose outputs total less than this are all compared; above it, each one is with probability
     # 1/4 (the supervisor's draw, which the candidate cannot see), and at least 4 (docs/judge.md, "Which calls are checked")
     check_all_below_mb: float = 64.0
@@ -123,6 +127,8 @@ class EvalConfig:
             raise KernelBenchUsageError(f"--kb-timer {self.timer}: choose events or cuda-graph")
         if self.timer == "cuda-graph" and self.device != "cuda":
             raise KernelBenchUsageError("--kb-timer cuda-graph needs --device cuda (CPU timing has no graphs)")
+        if not 0 <= self.round_calls <= MAX_ROUND_CALLS:
+            raise KernelBenchUsageError(f"--round-calls {self.round_calls}: give 0 (automatic) to {MAX_ROUND_CALLS}")
         if self.sandbox not in ("auto", "required", "off"):
             raise KernelBenchUsageError(f"--kb-sandbox {self.sandbox}: choose auto, required or off")
         compile_mode(self.mode)  # a usage error for a mode that does not exist
@@ -204,6 +210,8 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
                 choices=("device", "host")),
     JudgeOption("timer", "--timer", "GPU timing: CUDA events around each call, or around one CUDA-graph replay",
                 pytest_flags=("--kb-timer",), choices=("events", "cuda-graph")),
+    JudgeOption("round_calls", "--round-calls", "calls of each side per timing round, each on fresh inputs (0: automatic, "
+                "up to 16 on a GPU for small, fast problems; 1 on the CPU)", pytest_flags=("--kb-round-calls",)),
     JudgeOption("sandbox", "--sandbox", "the candidate's runner: in a bubblewrap sandbox if one starts (auto), "
                 "always (required: an error without one), or never (off)", pytest_flags=("--kb-sandbox",),
                 choices=("auto", "required", "off")),

