@@ -50,13 +50,14 @@ def test_baseline_is_correct_with_speedup_near_one():
     assert result.extra["runner_early"] and result.extra["split_s"]["reference.end"] < 0.5
 
 
-def test_rounds_of_several_calls_time_each_call_on_its_own_inputs_and_keep_one_sample_a_round():
-    result = evaluate(tiny_problem(), baseline_candidate(tiny_problem()), cpu_config(round_calls=4, max_time=0.5))
+@pytest.mark.parametrize("calls", [4, 40])  # 40: 80 buffers a side, more than one request's descriptors (MAX_FDS)
+def test_rounds_of_several_calls_time_each_call_on_its_own_inputs_and_keep_one_sample_a_round(calls):
+    result = evaluate(tiny_problem(), baseline_candidate(tiny_problem()), cpu_config(round_calls=calls, max_time=0.5))
     assert result.outcome is Outcome.CORRECT, result.message
     extra = result.extra
-    assert extra["calls_per_round"] == 4 and 0.33 < result.speedup < 3.0
-    # 3 warm-up calls make one round of 4; a sample is a round's mean per call, so the stopping rule counts rounds
-    assert extra["timed_calls"] == 4 * (1 + result.new.rounds) and result.ref.rounds == result.new.rounds >= 10
+    assert extra["calls_per_round"] == calls and 0.33 < result.speedup < 3.0
+    # 3 warm-up calls make one whole round; a sample is a round's mean per call, so the stopping rule counts rounds
+    assert extra["timed_calls"] == calls * (1 + result.new.rounds) and result.ref.rounds == result.new.rounds >= 10
     assert extra["checked_calls"] == extra["timed_calls"] and extra["wall_check"]["ok"]
 
 

@@ -72,7 +72,7 @@ from .sandbox import (
     thaw,
 )
 from .stats import Stopper, WallCheck, speedup_interval, wall_check
-from .transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer, contiguous_strides
+from .transport import MAX_FDS, Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer, contiguous_strides
 
 _perf_counter = time.perf_counter
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -787,16 +787,20 @@ class Supervisor:
         return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
 
     def share(self, side: Side, nbytes: list[int]) -> list[tuple[int, SharedBuffer]]:
-        """New shared buffers, mapped by the side's runner before this returns."""
-        made = [SharedBuffer.create(n, self.device) for n in nbytes]
-        ids = side.new_ids(len(made))
-        try:
-            self.ask(side, p.MapBuffers(ids, nbytes), p.Done, fds=[b.fd for b in made])
-        finally:
-            for buf in made:
-                buf.close_fd()
-        side.buffers.update(zip(ids, made, strict=True))
-        return list(zip(ids, made, strict=True))
+        """New shared buffers, mapped by the side's runner before this returns (MAX_FDS descriptors a request)."""
+        shared = []
+        for first in range(0, len(nbytes), MAX_FDS):
+            sizes = nbytes[first : first + MAX_FDS]
+            made = [SharedBuffer.create(n, self.device) for n in sizes]
+            ids = side.new_ids(len(made))
+            try:
+                self.ask(side, p.MapBuffers(ids, sizes), p.Done, fds=[b.fd for b in made])
+            finally:
+                for buf in made:
+                    buf.close_fd()
+            side.buffers.update(zip(ids, made, strict=True))
+            shared += zip(ids, made, strict=True)
+        return shared
 
     def encode(self, side: Side, values: list[Any]) -> CallSet:
         """``values`` copied into new shared buffers of ``side``: the nodes naming them, and their views here."""
