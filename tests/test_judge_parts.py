@@ -203,6 +203,22 @@ def test_a_rounds_calls_each_fill_their_own_slots_and_the_reference_outputs_are_
     supervisor.send(p.Exit().to_wire())
 
 
+def test_timing_stops_by_calls_with_a_few_rounds_at_least():
+    from pytest_kernelbench.judge.stats import MIN_ROUNDS, Stopper
+
+    noisy = [1.0, 2.0] * 200
+
+    def seen(n: int) -> dict[str, list[float]]:
+        return {"ref": noisy[:n], "new": noisy[:n]}
+
+    rounds = Stopper(min_reps=30, max_reps=300, max_time=3.0, rel_err=0.01, calls_per_sample=16)
+    assert not rounds.done(seen(MIN_ROUNDS - 1), elapsed=10.0)  # past max_time, but too few rounds for a median
+    assert rounds.done(seen(MIN_ROUNDS), elapsed=10.0) and not rounds.done(seen(MIN_ROUNDS), elapsed=0.1)  # noisy
+    assert rounds.done(seen(19), elapsed=0.1) and not rounds.done(seen(18), elapsed=0.1)  # 304 calls >= max_reps
+    calls = Stopper(min_reps=30, max_reps=300, max_time=3.0, rel_err=0.01)
+    assert not calls.done(seen(29), elapsed=10.0) and calls.done(seen(30), elapsed=10.0) and calls.done(seen(300), elapsed=0.1)
+
+
 def test_the_wall_clock_check_passes_honest_timings_and_catches_under_reporting():
     ref_ms, ref_wall = _calls(2.0, 2.0, 0.3)
     honest_ms, honest_wall = _calls(1.0, 1.0, 0.3)

@@ -47,18 +47,26 @@ def median_rel_err(samples: list[float]) -> float:
     return 1.2533 * statistics.stdev(samples) / math.sqrt(len(samples)) / median
 
 
+MIN_ROUNDS = 8  # samples at least when each is a round of several calls: a median's standard error needs a few
+
+
 @dataclasses.dataclass
 class Stopper:
+    """When timing stops: ``min_reps`` and ``max_reps`` count timed calls of each side; a sample is one call, or
+    with ``calls_per_sample`` a round's mean of that many calls (then MIN_ROUNDS samples at least)."""
+
     min_reps: int
     max_reps: int
     max_time: float
     rel_err: float
+    calls_per_sample: int = 1
 
     def done(self, samples: dict[str, list[float]], elapsed: float) -> bool:
-        reps = min((len(v) for v in samples.values()), default=0)
-        if reps >= self.max_reps:
+        n = min((len(v) for v in samples.values()), default=0)
+        calls, fewest = n * self.calls_per_sample, MIN_ROUNDS if self.calls_per_sample > 1 else 0
+        if calls >= self.max_reps and n >= fewest:
             return True
-        if reps < self.min_reps:
+        if calls < self.min_reps or n < fewest:
             return False
         return elapsed > self.max_time or all(median_rel_err(v) < self.rel_err for v in samples.values())
 

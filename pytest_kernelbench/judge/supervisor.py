@@ -72,7 +72,7 @@ from .sandbox import (
     thaw,
 )
 from .stats import Stopper, WallCheck, speedup_interval, wall_check
-from .transport import MAX_FDS, Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer, contiguous_strides
+from .transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer, contiguous_strides
 
 _perf_counter = time.perf_counter
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -87,6 +87,7 @@ POLL_SHARED = 0.05  # in a shared phase: how soon a long call notices a waiting 
 STEP_ASIDE_AFTER = 0.25  # seconds a candidate's call runs in a shared phase before it steps aside for one
 AUTO_ROUND_CALLS = 16  # a timing round's calls per side at most, unless --round-calls says (calls_per_round) ...
 ROUND_BYTES = 256 << 20  # ... within this many bytes of one side's shared inputs and outputs ...
+BUFFER_ALIGN = 512  # bytes: where each tensor of a phase's one shared buffer starts
 ROUND_MS = 25.0  # ... and this many milliseconds of the reference's first call (a round's length)
 CHECK_ONE_IN = 4  # above check_all_below_mb, a timed call is checked with probability 1/CHECK_ONE_IN ...
 MIN_CHECKED = 4  # ... and timing goes on until at least this many timed calls were
@@ -467,7 +468,7 @@ class Supervisor:
     def timed_batch(self, graph: bool, again: bool = False) -> tuple[bool, WallCheck]:
         """Timed calls until the stopping rule is met and at least MIN_CHECKED of them were checked (new samples
         each batch); then the wall-clock cross-check of the batch."""
-        stopper = Stopper(self.cfg.min_reps, self.cfg.max_reps, self.cfg.max_time, self.cfg.rel_err)
+        stopper = Stopper(self.cfg.min_reps, self.cfg.max_reps, self.cfg.max_time, self.cfg.rel_err, self.round_calls)
         self.samples, self.walls = {"ref": [], "new": []}, {"ref": [], "new": []}
         started, rounds, checked = _perf_counter(), 0, 0
         name = f"timed {self.unit}" + (" (second batch)" if again else "")
@@ -786,46 +787,45 @@ class Supervisor:
             values = list(self.problem.get_inputs())
         return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
 
-    def share(self, side: Side, nbytes: list[int]) -> list[tuple[int, SharedBuffer]]:
-        """New shared buffers, mapped by the side's runner before this returns (MAX_FDS descriptors a request)."""
-        shared = []
-        for first in range(0, len(nbytes), MAX_FDS):
-            sizes = nbytes[first : first + MAX_FDS]
-            made = [SharedBuffer.create(n, self.device) for n in sizes]
-            ids = side.new_ids(len(made))
-            try:
-                self.ask(side, p.MapBuffers(ids, sizes), p.Done, fds=[b.fd for b in made])
-            finally:
-                for buf in made:
-                    buf.close_fd()
-            side.buffers.update(zip(ids, made, strict=True))
-            shared += zip(ids, made, strict=True)
-        return shared
+    def share(self, side: Side, nbytes: int) -> tuple[int, SharedBuffer]:
+        """A new shared buffer, mapped by the side's runner before this returns."""
+        buf = SharedBuffer.create(nbytes, self.device)
+        [buf_id] = side.new_ids(1)
+        try:
+            self.ask(side, p.MapBuffers([buf_id], [nbytes]), p.Done, fds=[buf.fd])
+        finally:
+            buf.close_fd()
+        side.buffers[buf_id] = buf
+        return buf_id, buf
 
     def encode(self, side: Side, values: list[Any]) -> CallSet:
         """``values`` copied into new shared buffers of ``side``: the nodes naming them, and their views here."""
         return self.encode_sets(side, [values])[0]
 
     def encode_sets(self, side: Side, rounds: list[list[Any]], slots: bool = False) -> list[CallSet]:
-        """One :class:`CallSet` per list of values, all its buffers mapped by one request; with ``slots``, output
-        slots too, shaped as the reference's output (``out_spec``)."""
+        """One :class:`CallSet` per list of values, all in one new shared buffer (one mapping for the runner to open,
+        however many calls a round holds); with ``slots``, output slots too, shaped as the reference's output."""
         tensors = [[v for v in flatten(values) if isinstance(v, torch.Tensor)] for values in rounds]
         leaves = _tensor_leaves(self.out_spec) if slots else []
-        sizes = [[t.numel() * t.element_size() for t in ts] + [_nbytes(leaf) for leaf in leaves] for ts in tensors]
-        made = iter(self.share(side, [n for each in sizes for n in each]))
+        places, total = [], 0  # byte offsets in the buffer: each call's inputs, then its slots
+        for ts in tensors:
+            places.append([])
+            for n in [t.numel() * t.element_size() for t in ts] + [_nbytes(leaf) for leaf in leaves]:
+                places[-1].append(total)
+                total += -(-n // BUFFER_ALIGN) * BUFFER_ALIGN
+        buf_id, buf = self.share(side, total)
         sets = []
-        for values, ts in zip(rounds, tensors, strict=True):
-            mine = [next(made) for _ in range(len(ts) + len(leaves))]
-            ins, outs = mine[: len(ts)], mine[len(ts) :]
-            views = [buf.view(t.dtype, list(t.shape)) for (_, buf), t in zip(ins, ts, strict=True)]
+        for values, ts, at in zip(rounds, tensors, places, strict=True):
+            ins, outs = at[: len(ts)], at[len(ts) :]
+            views = [buf.view(t.dtype, list(t.shape), offset=o) for o, t in zip(ins, ts, strict=True)]
             for view, t in zip(views, ts, strict=True):
                 view.copy_(t)
-            ids = iter([buf_id for buf_id, _ in ins])
-            call_set = CallSet([_node(v, ids) for v in values], views)
+            where = iter([(buf_id, o) for o in ins])
+            call_set = CallSet([_node(v, where) for v in values], views)
             if slots:
-                pairs = list(zip(outs, leaves, strict=True))
-                call_set.slots = [buf.view(getattr(torch, leaf["dtype"]), leaf["shape"]) for (_, buf), leaf in pairs]
-                call_set.expect = _expect(self.out_spec, iter([(buf_id, leaf) for (buf_id, _), leaf in pairs]))
+                placed = list(zip(outs, leaves, strict=True))
+                call_set.slots = [buf.view(getattr(torch, leaf["dtype"]), leaf["shape"], offset=o) for o, leaf in placed]
+                call_set.expect = _expect(self.out_spec, iter([(buf_id, o, leaf) for o, leaf in placed]))
             sets.append(call_set)
         self.sync()
         return sets
@@ -1150,14 +1150,16 @@ def check_env() -> dict[str, str]:
     return env
 
 
-def _node(value: Any, ids: Iterator[int]) -> p.Node:
+def _node(value: Any, places: Iterator[tuple[int, int]]) -> p.Node:
+    """``value`` as a tree, each tensor leaf at the next (buffer id, byte offset) of ``places``."""
     if isinstance(value, torch.Tensor):
-        return {"t": {"buf": next(ids), "dtype": str(value.dtype).removeprefix("torch."), "shape": list(value.shape),
-                      "stride": contiguous_strides(list(value.shape)), "offset": 0}}  # fmt: skip
+        buf, offset = next(places)
+        return {"t": {"buf": buf, "dtype": str(value.dtype).removeprefix("torch."), "shape": list(value.shape),
+                      "stride": contiguous_strides(list(value.shape)), "offset": offset}}  # fmt: skip
     if isinstance(value, (list, tuple)):
-        return {"seq": [_node(v, ids) for v in value], "tuple": isinstance(value, tuple)}
+        return {"seq": [_node(v, places) for v in value], "tuple": isinstance(value, tuple)}
     if isinstance(value, dict):
-        return {"map": [[str(k), _node(v, ids)] for k, v in value.items()]}
+        return {"map": [[str(k), _node(v, places)] for k, v in value.items()]}
     if isinstance(value, float) and not math.isfinite(value):
         return {"v": repr(value)}
     return {"v": value}
@@ -1177,10 +1179,11 @@ def _nbytes(leaf: dict[str, Any]) -> int:
     return math.prod(leaf["shape"]) * torch.empty((), dtype=getattr(torch, leaf["dtype"])).element_size()
 
 
-def _expect(spec: p.Node, slots: Iterator[tuple[int, dict[str, Any]]]) -> p.Node:
+def _expect(spec: p.Node, slots: Iterator[tuple[int, int, dict[str, Any]]]) -> p.Node:
     if "t" in spec:
-        buf, leaf = next(slots)
-        return {"t": {"buf": buf, "dtype": leaf["dtype"], "shape": leaf["shape"], "stride": contiguous_strides(leaf["shape"]), "offset": 0}}
+        buf, offset, leaf = next(slots)
+        return {"t": {"buf": buf, "dtype": leaf["dtype"], "shape": leaf["shape"], "stride": contiguous_strides(leaf["shape"]),
+                      "offset": offset}}  # fmt: skip
     if "seq" in spec:
         return {"seq": [_expect(item, slots) for item in spec["seq"]], "tuple": spec.get("tuple", False)}
     if "map" in spec:
