@@ -34,6 +34,7 @@ import concurrent.futures
 import datetime
 import itertools
 import json
+import os
 import re
 import shutil
 import statistics
@@ -197,7 +198,8 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
             line = {"t": round(time.monotonic() - started, 1), "candidate": pck[1].label, "outcome": result.outcome.value,
                     "gpu_busy_so_far": sampler.busy, "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()},
                     "lock_held_s": result.extra.get("lock_held_s", {}), "split_s": result.extra.get("split_s", {}),
-                    "wall_excess_ms": (result.extra.get("wall_check") or {}).get("excess_ms")}  # fmt: skip
+                    "wall_excess_ms": (result.extra.get("wall_check") or {}).get("excess_ms"),
+                    "cpu_s": result.extra.get("cpu_s", {})}  # fmt: skip
             if not result.correct:
                 line["message"] = result.message[:400]
             print("judged " + json.dumps(line), flush=True)
@@ -208,7 +210,9 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
     candidates = [c for _, c, _ in pairs]
     wall = time.monotonic() - started
     cpu_after = cpu_times()
+    builds = []
     if prebuilder:
+        builds = [f.result() for f in prebuilder.futures.values() if f.done() and not f.cancelled() and f.exception() is None]
         prebuilder.close(wait=False)
     gpu_seconds = sum(r.stage_seconds.get(s, 0.0) for r in results for s in GPU_STAGES)
     row = {
@@ -229,6 +233,9 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
         # seconds the device lock was held, summed per phase: the exclusive ones (reference, time) against the wall
         "lock_held_s": _summed(results, "lock_held_s"),
         "split_s": _summed(results, "split_s"),  # parts of the exclusive phases (Supervisor.split)
+        # where the cores went: the machine's busy seconds, the judges' process trees and the pool's build steps
+        "cpu_s": {"machine": round((cpu_after[0] - cpu_before[0]) / os.sysconf("SC_CLK_TCK"), 1),
+                  "judges": _summed(results, "cpu_s"), "pool_builds": _summed(builds, "cpu_s")},  # fmt: skip
         "checked_of_timed_calls": [sum(int(r.extra.get(k, 0)) for r in results) for k in ("checked_calls", "timed_calls")],
         "median_compile_stage_s": round(sorted(r.stage_seconds.get("compile", 0.0) for r in results)[len(results) // 2], 2),
         "outcomes": sorted({r.outcome.value for r in results}),

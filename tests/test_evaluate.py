@@ -40,6 +40,9 @@ def test_correct_candidate_has_speedup_timings_and_metadata():
     # every timed and warm-up call's output was compared (small outputs); a second batch only after a failed wall check
     assert result.extra["checked_calls"] == result.extra["timed_calls"] >= result.new.rounds + 3
     assert len(result.source_hash) == 16
+    # CPU seconds per process tree (benchmarks/throughput.py sums them): each runner imported torch at least
+    cpu = result.extra["cpu_s"]
+    assert cpu["supervisor"] > 0 and cpu["candidate"] > 0.2 and cpu["reference"] > 0, cpu
 
 
 def test_baseline_is_correct_with_speedup_near_one():

@@ -499,6 +499,19 @@ def thaw(pids: list[int]) -> None:
             pass
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) spent so far by ``pid``'s live process tree, and by the children it reaped."""
+    return sum(_own_cpu_seconds(q) for q in [pid, *descendants(pid)])
+
+
+def _own_cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+
+
 def _own_rss(pid: int) -> int:
     rss = shmem = 0
     try:

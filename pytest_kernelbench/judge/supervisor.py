@@ -31,6 +31,7 @@ import gc
 import json
 import math
 import os
+import resource
 import secrets
 import select
 import shutil
@@ -70,6 +71,7 @@ from .sandbox import (
     runner_env,
     secret_paths,
     thaw,
+    tree_cpu_seconds,
 )
 from .stats import Stopper, WallCheck, speedup_interval, wall_check
 from .transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer, contiguous_strides
@@ -232,6 +234,8 @@ class Supervisor:
             self.stop_candidate()
             self.stop_side(self.ref)
             self.trim_jit_cache()
+            used = resource.getrusage(resource.RUSAGE_SELF)  # since this process was forked or started
+            self.add_cpu("supervisor", used.ru_utime + used.ru_stime)
         stage = self.status.stage
         self.status.enter("done")
         self.found.update(outcome=outcome, message=message, stage="done" if outcome == "correct" else stage,
@@ -912,6 +916,12 @@ class Supervisor:
         finally:
             self.add_seconds("split_s", part, since)
 
+    def add_cpu(self, name: str, seconds: float) -> None:
+        """CPU seconds of one process tree (``extra.cpu_s``: supervisor, reference, build, candidate), for
+        benchmarks/throughput.py: where a machine's cores go per candidate."""
+        totals = self.found["extra"].setdefault("cpu_s", {})
+        totals[name] = round(totals.get(name, 0.0) + seconds, 2)
+
     def add_seconds(self, key: str, name: str, since: float) -> None:
         """The seconds since ``since`` added to ``extra[key][name]``: ``lock_held_s`` (the device lock held, per phase) and
         ``split_s`` (parts of the exclusive phases); benchmarks/throughput.py sums both over a run."""
@@ -1102,6 +1112,8 @@ class Supervisor:
         if side is None:
             return
         self.thaw(side)
+        if side.process.poll() is None:  # before the kill: a killed tree's CPU time is reaped by nobody who tells
+            self.add_cpu(side.name, tree_cpu_seconds(side.process.pid))
         with contextlib.suppress(Exception):
             side.channel.send(p.Exit().to_wire())
         if side.trusted and os.environ.get(PROFILE_ENV):  # let it write its profile
