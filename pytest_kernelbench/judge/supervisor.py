@@ -533,6 +533,7 @@ class Supervisor:
             return 1
         by_time = ROUND_MS / self.ref_ms if self.ref_ms > 0 else AUTO_ROUND_CALLS
         return int(max(1, min(AUTO_ROUND_CALLS, by_bytes, by_time)))
+
     def check_timed_call(self) -> bool:
         """Whether the next timed pair is checked (sealed and compared): always when the outputs are small,
         else with probability 1/CHECK_ONE_IN, drawn from the OS's entropy in this process. The candidate cannot
@@ -547,13 +548,13 @@ class Supervisor:
         checked calls compared. A sample is a round's mean time per call, claimed and on the wall clock: a side has
         every input of the round before its first call, so it could move work between the round's calls (answer
         them all in the first, then copy), which a median over calls would not see and a round's sum does."""
-        rounds = [self.make_inputs() for _ in range(self.round_calls)]
+        inputs = [self.make_inputs() for _ in range(self.round_calls)]  # one list of values per call
         checks = checks or [True] * self.round_calls
         order = (self.new, self.ref) if candidate_first else (self.ref, self.new)
-        records = {side.name: self.call(side, rounds, label=label, graph=graph, seal=checks) for side in order}
-        for i, values in enumerate(rounds):
+        records = {side.name: self.call(side, inputs, label=label, graph=graph, seal=checks) for side in order}
+        for i, values in enumerate(inputs):
             if checks[i]:
-                self.check(values, records["candidate"], records["reference"], f"{label}, call {i + 1}" if len(rounds) > 1 else label, i)
+                self.check(values, records["candidate"], records["reference"], f"{label}, call {i + 1}" if len(inputs) > 1 else label, i)
         for side, key in ((self.ref, "ref"), (self.new, "new")):
             rec = records[side.name]
             offstream = sum(reply.offstream for reply in rec.replies)
@@ -569,7 +570,7 @@ class Supervisor:
             return False
         return graph
 
-    def call(self, side: Side, rounds: list[list[Any]], *, label: str = "", graph: bool = False, seal: list[bool] | None = None) -> Record:
+    def call(self, side: Side, inputs: list[list[Any]], *, label: str = "", graph: bool = False, seal: list[bool] | None = None) -> Record:
         """One side's calls of a round (one per list of values, each on its own call set), on the supervisor's clock
         from writing their inputs to the GPU being quiet again after the last.
 
@@ -586,8 +587,8 @@ class Supervisor:
         # first side of a pair would pay for them in its window, a cost the other side's window has not (stats.wall_check)
         self.sync()
         start = _perf_counter()
-        self.refill(side, rounds)
-        sets = side.sets[: len(rounds)]
+        self.refill(side, inputs)
+        sets = side.sets[: len(inputs)]
         request = p.Calls([p.Call(s.args, s.expect, graph) for s in sets])
         replies = self.ask(side, request, p.CalledEach, label=label, stop=False).calls
         if len(replies) != len(sets):
@@ -803,13 +804,13 @@ class Supervisor:
         return buf_id, buf
 
     def encode(self, side: Side, values: list[Any]) -> CallSet:
-        """``values`` copied into new shared buffers of ``side``: the nodes naming them, and their views here."""
+        """``values`` copied into a new shared buffer of ``side``: the nodes naming them, and their views here."""
         return self.encode_sets(side, [values])[0]
 
-    def encode_sets(self, side: Side, rounds: list[list[Any]], slots: bool = False) -> list[CallSet]:
+    def encode_sets(self, side: Side, inputs: list[list[Any]], slots: bool = False) -> list[CallSet]:
         """One :class:`CallSet` per list of values, all in one new shared buffer (one mapping for the runner to open,
         however many calls a round holds); with ``slots``, output slots too, shaped as the reference's output."""
-        tensors = [[v for v in flatten(values) if isinstance(v, torch.Tensor)] for values in rounds]
+        tensors = [[v for v in flatten(values) if isinstance(v, torch.Tensor)] for values in inputs]
         leaves = _tensor_leaves(self.out_spec) if slots else []
         places, total = [], 0  # byte offsets in the buffer: each call's inputs, then its slots
         for ts in tensors:
@@ -819,7 +820,7 @@ class Supervisor:
                 total += -(-n // BUFFER_ALIGN) * BUFFER_ALIGN
         buf_id, buf = self.share(side, total)
         sets = []
-        for values, ts, at in zip(rounds, tensors, places, strict=True):
+        for values, ts, at in zip(inputs, tensors, places, strict=True):
             ins, outs = at[: len(ts)], at[len(ts) :]
             views = [buf.view(t.dtype, list(t.shape), offset=o) for o, t in zip(ins, ts, strict=True)]
             for view, t in zip(views, ts, strict=True):
@@ -834,9 +835,9 @@ class Supervisor:
         self.sync()
         return sets
 
-    def refill(self, side: Side, rounds: list[list[Any]]) -> None:
-        """New values into the side's first ``len(rounds)`` call sets."""
-        for call_set, values in zip(side.sets, rounds, strict=False):
+    def refill(self, side: Side, inputs: list[list[Any]]) -> None:
+        """New values into the side's first ``len(inputs)`` call sets."""
+        for call_set, values in zip(side.sets, inputs, strict=False):
             for view, value in zip(call_set.inputs, (v for v in flatten(values) if isinstance(v, torch.Tensor)), strict=True):
                 view.copy_(value)
         self.sync()
