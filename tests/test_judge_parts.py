@@ -186,7 +186,8 @@ def test_a_rounds_calls_each_fill_their_own_slots_and_the_reference_outputs_are_
     bufs = [SharedBuffer.create(16, torch.device("cpu")) for _ in range(4)]  # two inputs, two slots of 4 floats
     assert ask(p.MapBuffers([0, 1, 2, 3], [16] * 4), [b.fd for b in bufs])["ok"]
     ins, slots = [b.view(torch.float32, [4]) for b in bufs[:2]], [b.view(torch.float32, [4]) for b in bufs[2:]]
-    ins[0].fill_(1.0), ins[1].fill_(2.0)
+    ins[0].fill_(1.0)
+    ins[1].fill_(2.0)
     outputs: list[torch.Tensor] = []
     runner.model = lambda x: outputs.append(x * 10) or outputs[-1]
 

@@ -89,8 +89,8 @@ POLL_SHARED = 0.05  # in a shared phase: how soon a long call notices a waiting 
 STEP_ASIDE_AFTER = 0.25  # seconds a candidate's call runs in a shared phase before it steps aside for one
 AUTO_ROUND_CALLS = 16  # a timing round's calls per side at most, unless --round-calls says (calls_per_round) ...
 ROUND_BYTES = 256 << 20  # ... within this many bytes of one side's shared inputs and outputs ...
+ROUND_MS = 25.0  # ... and this many milliseconds of the reference's fastest call so far (a round's length)
 BUFFER_ALIGN = 512  # bytes: where each tensor of a phase's one shared buffer starts
-ROUND_MS = 25.0  # ... and this many milliseconds of the reference's first call (a round's length)
 CHECK_ONE_IN = 4  # above check_all_below_mb, a timed call is checked with probability 1/CHECK_ONE_IN ...
 MIN_CHECKED = 4  # ... and timing goes on until at least this many timed calls were
 PAUSE_LIMIT = 120.0  # seconds a build step waits for one CPU timing phase at most (a phase times for max_time)
@@ -920,14 +920,16 @@ class Supervisor:
     def add_cpu(self, name: str, seconds: float) -> None:
         """CPU seconds of one process tree (``extra.cpu_s``: supervisor, reference, build, candidate), for
         benchmarks/throughput.py: where a machine's cores go per candidate."""
-        totals = self.found["extra"].setdefault("cpu_s", {})
-        totals[name] = round(totals.get(name, 0.0) + seconds, 2)
+        self.tally("cpu_s", name, seconds)
 
     def add_seconds(self, key: str, name: str, since: float) -> None:
         """The seconds since ``since`` added to ``extra[key][name]``: ``lock_held_s`` (the device lock held, per phase) and
         ``split_s`` (parts of the exclusive phases); benchmarks/throughput.py sums both over a run."""
+        self.tally(key, name, _perf_counter() - since)
+
+    def tally(self, key: str, name: str, seconds: float) -> None:
         totals = self.found["extra"].setdefault(key, {})
-        totals[name] = round(totals.get(name, 0.0) + _perf_counter() - since, 4)
+        totals[name] = round(totals.get(name, 0.0) + seconds, 4)
 
     def free_device_bytes(self) -> int:
         return int(torch.cuda.mem_get_info(self.device)[0])
