@@ -204,8 +204,8 @@ def test_a_rounds_calls_each_fill_their_own_slots_and_the_reference_outputs_are_
     supervisor.send(p.Exit().to_wire())
 
 
-def test_timing_stops_by_calls_with_a_few_rounds_at_least():
-    from pytest_kernelbench.judge.stats import MIN_ROUNDS, Stopper
+def test_timing_takes_min_reps_samples_even_in_rounds_and_stops_by_calls():
+    from pytest_kernelbench.judge.stats import Stopper
 
     noisy = [1.0, 2.0] * 200
 
@@ -213,9 +213,11 @@ def test_timing_stops_by_calls_with_a_few_rounds_at_least():
         return {"ref": noisy[:n], "new": noisy[:n]}
 
     rounds = Stopper(min_reps=30, max_reps=300, max_time=3.0, rel_err=0.01, calls_per_sample=16)
-    assert not rounds.done(seen(MIN_ROUNDS - 1), elapsed=10.0)  # past max_time, but too few rounds for a median
-    assert rounds.done(seen(MIN_ROUNDS), elapsed=10.0) and not rounds.done(seen(MIN_ROUNDS), elapsed=0.1)  # noisy
-    assert rounds.done(seen(19), elapsed=0.1) and not rounds.done(seen(18), elapsed=0.1)  # 304 calls >= max_reps
+    assert not rounds.done(seen(29), elapsed=10.0)  # 464 calls, past max_time, but fewer samples than min_reps
+    assert rounds.done(seen(30), elapsed=0.1)  # then max_reps calls
+    few = Stopper(min_reps=8, max_reps=300, max_time=3.0, rel_err=0.01, calls_per_sample=16)
+    assert not few.done(seen(8), elapsed=0.1) and few.done(seen(8), elapsed=10.0)  # noisy: on until max_time ...
+    assert few.done(seen(19), elapsed=0.1) and not few.done(seen(18), elapsed=0.1)  # ... or max_reps calls (304)
     calls = Stopper(min_reps=30, max_reps=300, max_time=3.0, rel_err=0.01)
     assert not calls.done(seen(29), elapsed=10.0) and calls.done(seen(30), elapsed=10.0) and calls.done(seen(300), elapsed=0.1)
 
