@@ -79,8 +79,8 @@ class EvalConfig:
     trials: int = 5  # correctness trials, each on fresh inputs
     seed: int = 42  # the models' weights (torch.manual_seed before each builds); inputs come from fresh OS entropy every call
     warmup: int = 3
-    min_reps: int = 0  # timed calls of each side at least; 0: device default (GPU 30, CPU 10)
-    max_reps: int = 0  # timed calls of each side at most (whole rounds: stats.Stopper); 0: device default (GPU 300, CPU 50)
+    min_reps: int = 0  # timing samples of each side at least (a call, or a round's mean); 0: device default (GPU 30, CPU 10)
+    max_reps: int = 0  # timed calls of each side at most, once min_reps samples are in (stats.Stopper); 0: GPU 300, CPU 50
     max_time: float = 0.0  # seconds of timing per candidate; 0: device default (GPU 3, CPU 2)
     rel_err: float = 0.01  # stop timing once the median's standard error is below this fraction of it
     # calls of each side in one timing round (each on its own fresh inputs, one request to the runner): 0 is as many as
