@@ -14,7 +14,7 @@ out=${1:-gpu-out}
 kb=$(realpath "${2:-../shared/kernelbench}")
 source "$(dirname "$0")/gpu_env.sh"
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} KB_TEST_DATA="$kb"
-record_device nproc
+record_device sh -c 'nproc; lscpu | grep -E "^(Model name|Thread|Core|Socket|CPU\(s\))"'  # cores vs hardware threads: CPU-seconds under load
 python3 -c "from pytest_kernelbench.judge.sandbox import probe; print('sandbox:', probe())" | tee -a "$out/device.txt"
 
 steps=" ${STEPS:-tests fidelity throughput} "

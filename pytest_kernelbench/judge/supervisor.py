@@ -42,7 +42,7 @@ import threading
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from filelock import Timeout
@@ -76,6 +76,9 @@ from .sandbox import (
 from .stats import Stopper, WallCheck, speedup_interval, wall_check
 from .transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer, contiguous_strides
 
+if TYPE_CHECKING:
+    from ..build.pch import Requests
+
 _perf_counter = time.perf_counter
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 CHARGED = frozenset({"compile", "init", "run", "compare", "trace", "time"})  # stages whose time is the candidate's
@@ -86,6 +89,7 @@ JIT_CACHE_BYTES = 2 << 30  # a candidate's Triton and inductor caches beyond thi
 WARMUP_UNLOCKED_BYTES = 1 << 30  # a compile-mode warm-up with bigger inputs holds the device lock (8 workers ran an H100 out of memory)
 POLL = 0.25
 POLL_SHARED = 0.05  # in a shared phase: how soon a long call notices a waiting exclusive holder (step_aside)
+PCH_WAIT_S = 180.0  # a build step's binding compile waits at most this long for a shared PCH the judge builds for it
 STEP_ASIDE_AFTER = 0.25  # seconds a candidate's call runs in a shared phase before it steps aside for one
 AUTO_ROUND_CALLS = 16  # a timing round's calls per side at most, unless --round-calls says (calls_per_round) ...
 ROUND_BYTES = 256 << 20  # ... within this many bytes of one side's shared inputs and outputs ...
@@ -206,6 +210,7 @@ class Supervisor:
         self.io_bytes = (0, 0)  # (inputs, outputs) of one call: the supervisor's shared buffers are made of these
         self._jit: Path | None = None  # this source's Triton and inductor caches (jit_cache)
         self._key: str | None = None  # build_key()
+        self._pch: Requests | None = None  # the running build step's requests for a shared PCH (build)
         self.needs_build = builds_extension(self.source)
         self.cpu_check = self.cfg.device == "cpu-check"  # no GPU: CUDA candidates compiled only, others run on the CPU, untimed
         self.compile_only = self.cpu_check and builds_cuda_extension(self.source)
@@ -215,11 +220,13 @@ class Supervisor:
     def run(self) -> dict[str, Any]:
         outcome, message = "correct", ""
         try:
-            if self.compile_only:
-                self.check_build()
-            self.reference()
-            self.compile()
-            if not self.spec.build_only:
+            if self.spec.build_only:
+                self.prebuild()
+            else:
+                if self.compile_only:
+                    self.check_build()
+                self.reference()
+                self.compile()
                 self.init()
                 self.trials()
                 if self.cpu_check:
@@ -346,12 +353,20 @@ class Supervisor:
             self.end_phase_buffers(ref)
         return reply.structure
 
+    def prebuild(self) -> None:
+        """The build pool's evaluation: the sandboxed build step alone. No reference runner, no problem, no device
+        lock: nothing of the judging (``correct`` means built; a --device cpu-check build ends ``built``)."""
+        if self.compile_only:
+            self.check_build()
+        self.status.enter("compile")
+        self.resolve_sandbox()
+        if self.needs_build:
+            self.build()
+
     def compile(self) -> None:
         """Build the candidate's extension in a sandboxed build step, then import it in its runner."""
         self.status.enter("compile")
         folder = self.build() if self.needs_build else None
-        if self.spec.build_only:
-            return
         if self.new is None:  # not started early (launch_early)
             self.new = self.launch_runner(folder)
         self.set_up(self.new)
@@ -721,6 +736,8 @@ class Supervisor:
         while True:
             if side.name == "build":  # a compiler must not share the CPU with another evaluation's timed calls
                 deadline += self.pause_for_timing(side)
+                if self._pch is not None:
+                    self._pch.poll()
             elif self._sharing and not side.trusted and time.monotonic() - running > STEP_ASIDE_AFTER:
                 # not fair to a long first call, on purpose: one that will not step aside holds every timer, and every
                 # new reader behind it (H100, level-3 corpus: 28 of 32 in 250 s with a fair share, all 32 in 225 s without)
@@ -999,14 +1016,18 @@ class Supervisor:
     def build(self) -> Path:
         """The sandboxed build step: import the candidate with only its own build folder writable."""
         from ..build.cache import BuildFolder
-        from ..build.pch import after_build
+        from ..build.pch import Requests
 
         env = self.compiler_env()
         folder = BuildFolder(self.cfg.build_dir, self.build_key(), timeout=max(self.remaining(), 1.0))
         with folder:
             self.found["extra"]["build_cached"] = cached = folder.cached
             if not cached:
-                step_env = {**self.candidate_env(folder.path, jit=False), "KB_PCH_WANTED": str(folder.path / "pch-wanted.jsonl")}
+                wanted = folder.path / "pch-wanted.jsonl"
+                step_env = {**self.candidate_env(folder.path, jit=False), "KB_PCH_WANTED": str(wanted),
+                            "KB_PCH_WAIT": f"{min(PCH_WAIT_S, self.remaining() / 4):.0f}"}  # fmt: skip
+                if env.get("CXX") and self.cfg.pch_dir != "off":  # served while the step runs: wait() polls it
+                    self._pch = Requests(Path(self.cfg.pch_dir), wanted)
                 # set up on the CPU: a build needs no CUDA context (0.5 s and a context switch on a GPU another judge times)
                 builder = self.set_up(self.launch(step_env, "build.log", Mounts(writable=[folder.path]), side_name="build"), device="cpu")
                 try:
@@ -1014,9 +1035,9 @@ class Supervisor:
                                            compile_only=self.compile_only), p.Done)
                 finally:
                     self.stop_side(builder)
-                if env.get("CXX") and self.cfg.pch_dir != "off":  # trusted work for later builds: not the candidate's time
+                if self._pch is not None:  # trusted work for later builds: not the candidate's time
                     self.status.enter("pch")
-                    self.found["extra"]["pch"] = after_build(Path(self.cfg.pch_dir), folder.path / "pch-wanted.jsonl")
+                    self.found["extra"]["pch"], self._pch = self._pch.close(), None
                     self.status.enter("compile")
         return folder.path
 
