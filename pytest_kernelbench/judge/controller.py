@@ -21,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..build.bytecode import bytecode_prefix
 from ..candidates import Candidate
 from ..config import EvalConfig, mode_unavailable
 from ..outcome import STAGE_FAILURE, Outcome
@@ -88,6 +89,9 @@ def supervisor_env(config: EvalConfig) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    prefix = bytecode_prefix()  # where torch has no bytecode installed: a trusted cache, read by every judge process
+    if prefix:
+        env["PYTHONPYCACHEPREFIX"] = prefix
     env.update(TIMING_ENV)  # the reference's runner thread lives here: the same allocator and threads as a runner process
     return env
 

@@ -45,7 +45,7 @@ SCRATCH_BYTES = 8 << 30  # bound of the sandbox's /tmp (it lives in host memory)
 
 _ENV_NAMES = frozenset({
     "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME", "SHELL", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX",
-    "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "MAX_JOBS", "PYTHONHASHSEED",
+    "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "MAX_JOBS", "PYTHONHASHSEED", "PYTHONPYCACHEPREFIX",
 })  # fmt: skip
 _ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TORCH_", "TORCHINDUCTOR_", "TRITON_", "OMP_", "MKL_", "KMP_", "CUBLAS_", "CUDNN_")
 # Set the same way in the supervisor (the reference's runner thread) and in every runner process, so that

@@ -1109,6 +1109,8 @@ class Supervisor:
         mounts.masks = [Path(self.cfg.lock_dir), Path(self.cfg.build_dir), self.work, *secret_paths()]
         if self.cfg.pch_dir != "off":
             mounts.readonly.append(Path(self.cfg.pch_dir))
+        if os.environ.get("PYTHONPYCACHEPREFIX"):  # the trusted bytecode cache (build/bytecode.py), read-only here
+            mounts.readonly.append(Path(os.environ["PYTHONPYCACHEPREFIX"]))
         env = runner_env(dict(os.environ), scratch / "home", PACKAGE_ROOT, extra_env)
         return self.spawn(side_name, info, env, mounts, scratch, log_name=log_name)
 
