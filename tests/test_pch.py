@@ -198,13 +198,19 @@ def test_a_build_step_nobody_serves_compiles_without_the_header(fake_torch, tmp_
 
 
 def test_a_full_root_builds_a_header_for_new_flags_only_at_their_second_request(fake_torch, tmp_path):
-    """KEEP headers in the root: flags used once would evict one that is used, so they are only noted."""
+    """KEEP headers in the root: flags used once would evict one that is used, so they are only noted (and a mark a
+    killed builder left is dropped, so that the step does not wait on it)."""
     from pytest_kernelbench.build.pch import HEADER, KEEP, Requests
 
     include, root, wrapper = fake_torch
     for i in range(KEEP):
         (root / f"other{i}" / HEADER).parent.mkdir(parents=True)
         (root / f"other{i}" / f"{HEADER}.gch").write_text("stand-in")
+    key_of = binding_compile(["-isystem", str(include), "-fPIC", "-std=c++17", "-c", str(_binding(tmp_path / "ext_a", "f")), "-o", "x.o"])
+    from pytest_kernelbench.build.pch import find_header, pch_key
+
+    stale = root / f"{pch_key(shutil.which('g++'), key_of[1], find_header(key_of[1]))}.building"
+    stale.write_text("a builder killed mid-way left its mark")
     outcomes = []
     for name in ("ext_a", "ext_b"):
         wanted = tmp_path / name / "pch-wanted.jsonl"
@@ -213,6 +219,7 @@ def test_a_full_root_builds_a_header_for_new_flags_only_at_their_second_request(
         _serve_until_done(requests, step)
         assert step.returncode == 0, step.stderr.read()
         outcomes.append(requests.close())
+        assert not stale.exists()  # not waited on for the whole KB_PCH_WAIT
     assert outcomes == [{"first": 1}, {"built": 1, "used": 1}]
 
 

@@ -408,10 +408,25 @@ def _serve_wanted(root: Path, entry: dict, real_compiler: str | None) -> str:
         root.mkdir(parents=True, exist_ok=True)
         seen.touch()
         _log(root, event="first", key=key, source=str(entry.get("source", ""))[:300])
+        _drop_stale_mark(root, key)  # nobody builds it now: a step must not wait on a mark a killed builder left
         return "first"
     root.mkdir(parents=True, exist_ok=True)
     seen.touch()
     return "built" if build_pch(root, key, compiler, flags, header, str(entry.get("source", ""))[:300]) else "not built"
+
+
+def _drop_stale_mark(root: Path, key: str) -> None:
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(str(root / f"{key}.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return  # a build is in flight: its mark is true
+    try:
+        (root / f"{key}.building").unlink(missing_ok=True)
+    finally:
+        lock.release()
 
 
 def wrap(real: str, root: Path, args: list[str]) -> int:
