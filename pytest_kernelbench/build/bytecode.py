@@ -3,9 +3,9 @@
 Every evaluation starts fresh interpreters that import torch: a sandboxed build step and the
 candidate's runner. An installation without ``__pycache__`` folders (installed with ``--no-compile``,
 or read-only, with ``PYTHONDONTWRITEBYTECODE`` set: the H100 machine this project is measured on)
-makes each of them compile torch's Python sources again: there ``import torch`` took 6.6 s of CPU
-against ~1.5 s with bytecode, for two processes a candidate, on a machine whose cores the builds
-already fill.
+makes each of them compile torch's Python sources again: there ``import torch`` took 6.6 s of CPU,
+4.3 s with this cache (1.9 s once OpenBLAS's threads sleep: ``sandbox.TIMING_ENV``), in two processes a
+candidate, on a machine whose cores the builds already fill.
 
 So when torch's own bytecode is missing, the judge's processes get ``PYTHONPYCACHEPREFIX``: a folder
 filled once per machine by a trusted interpreter that imports what runners and build steps import,
