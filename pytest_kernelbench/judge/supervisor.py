@@ -1035,10 +1035,10 @@ class Supervisor:
                                            compile_only=self.compile_only), p.Done)
                 finally:
                     self.stop_side(builder)
-                if self._pch is not None:  # trusted work for later builds: not the candidate's time
-                    self.status.enter("pch")
-                    self.found["extra"]["pch"], self._pch = self._pch.close(), None
-                    self.status.enter("compile")
+                    if self._pch is not None:  # trusted work for later builds, even after a failed build: not its time
+                        self.status.enter("pch")
+                        self.found["extra"]["pch"], self._pch = self._pch.close(), None
+                        self.status.enter("compile")
         return folder.path
 
     def compiler_env(self) -> dict[str, str]:
