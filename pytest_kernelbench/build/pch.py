@@ -175,8 +175,8 @@ def ensure_pch(root: Path, compiler: str, flags: list[str], source: Path) -> Pat
     """The include folder holding a ready ``.gch`` for these flags, building it if nobody else is; else None.
 
     Inside a candidate's build step (``KB_PCH_WANTED`` names a file there) the root is read-only:
-    a ready ``.gch`` is used, a missing one is only asked for in that file, and the judge's trusted
-    side builds it (:func:`after_build`).
+    a ready ``.gch`` is used, a missing one is asked for in that file and waited for while the judge's
+    trusted side builds it (:class:`Requests`, :func:`_await`).
     """
     header = find_header(flags)
     if header is None:
@@ -370,11 +370,6 @@ class Requests:
             else:
                 continue
             self.counts[outcome] = self.counts.get(outcome, 0) + 1
-
-
-def after_build(root: Path, wanted: Path, real_compiler: str | None = None) -> dict[str, int]:
-    """Read a finished build step's PCH file (untrusted) and serve it: :class:`Requests` read once."""
-    return Requests(root, wanted, real_compiler).close()
 
 
 def trusted_roots() -> list[Path]:
