@@ -48,6 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from pytest_kernelbench.build.bytecode import bytecode_prefix  # noqa: E402
 from pytest_kernelbench.build.pool import Prebuilder  # noqa: E402
 from pytest_kernelbench.candidates import Candidate  # noqa: E402
 from pytest_kernelbench.config import EvalConfig  # noqa: E402
@@ -241,6 +242,7 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
         "outcomes": sorted({r.outcome.value for r in results}),
         "pch": config.pch_dir if config.pch_dir == "off" else "on",
         "pch_events": _pch_events(config, since),
+        "bytecode_cache": bytecode_prefix(),  # where torch has no bytecode installed: the judge's own (build/bytecode.py)
         "speedups": [round(r.speedup, 3) if r.speedup else None for r in results],
         "not_correct": [f"{r.outcome.value}: {r.message[:300]}" for r in results if not r.correct],
         "median_stage_s": {k: round(statistics.median(r.stage_seconds.get(k, 0.0) for r in results), 3)
