@@ -191,7 +191,7 @@ def ensure_pch(root: Path, compiler: str, flags: list[str], source: Path) -> Pat
             pass
         return folder
     if os.environ.get("KB_PCH_WANTED"):
-        _log(root, event="wanted", key=key, compiler=compiler, flags=flags, header=str(header), source=str(source))
+        _log(root, event="wanted", compiler=compiler, flags=flags, header=str(header), source=str(source))
         return folder if _await(root, key, float(os.environ.get("KB_PCH_WAIT") or 0)) else None
     seen = root / f"{key}.seen"
     if not seen.exists():  # building it costs ~1.6 plain compiles: only for flags seen before

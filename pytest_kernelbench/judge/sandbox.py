@@ -318,12 +318,9 @@ def _ppids() -> dict[int, int]:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
+            parents[int(entry)] = int(_stat_fields(entry)[1])
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        parents[int(entry)] = int(fields[1])
     return parents
 
 
@@ -509,10 +506,16 @@ def tree_cpu_seconds(pid: int) -> float:
 
 def _own_cpu_seconds(pid: int) -> float:
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+        fields = _stat_fields(str(pid))
+        return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+    except (OSError, IndexError, ValueError):
         return 0.0
-    return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+
+
+def _stat_fields(pid: str) -> list[bytes]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (which may hold spaces and brackets): state first."""
+    stat = _read(f"/proc/{pid}/stat")
+    return stat[stat.rfind(b")") + 2 :].split()
 
 
 def _own_rss(pid: int) -> int:
