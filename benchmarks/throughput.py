@@ -62,6 +62,7 @@ DEFAULT_DATASET = "/work/shared/kernelbench"
 _PROBLEM_LINE = re.compile(r"^# problem: (\S+)/(\d+)\s*$")
 GPU_STAGES = ("init", "run", "compare", "time")
 LOCKED_STAGES = (*GPU_STAGES, "trace", "recheck")  # held under the device lock (with a part of 'reference')
+CPU_WINDOW_S = 5.0  # the busy-CPU timeline's window
 
 
 def cpu_times() -> tuple[float, float]:
@@ -139,36 +140,46 @@ def corpus_pairs(corpus: str, datasets: list[str], count: int | None) -> list[tu
     return pairs
 
 
-class GpuSampler:
+class Sampler:
+    """nvidia-smi's utilisation every 0.5 s (on CUDA), and the machine's busy CPU fraction per 5 s from /proc/stat."""
+
     def __init__(self, device: str):
         self.samples: list[float] = []
+        self.cpu_timeline: list[float] = []  # busy fraction of all cores, one per CPU_WINDOW_S
+        self._gpu = device == "cuda" and bool(shutil.which("nvidia-smi"))
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True) if device == "cuda" and shutil.which("nvidia-smi") else None
+        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        last, window_start = cpu_times(), time.monotonic()
         while not self._stop.wait(0.5):
-            try:
-                text = subprocess.run(
-                    ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-i", "0"],
-                    capture_output=True, text=True, timeout=5,
-                ).stdout  # fmt: skip
-                self.samples.append(float(text.split()[0]))
-            except (OSError, ValueError, IndexError, subprocess.SubprocessError):
-                pass
+            if time.monotonic() - window_start >= CPU_WINDOW_S:
+                now, window_start = cpu_times(), time.monotonic()
+                self.cpu_timeline.append(round((now[0] - last[0]) / max(now[1] - last[1], 1.0), 2))
+                last = now
+            if self._gpu:
+                self.samples.extend(_smi_sample())
 
-    def __enter__(self) -> GpuSampler:
-        if self._thread:
-            self._thread.start()
+    def __enter__(self) -> Sampler:
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        if self._thread:
-            self._thread.join()
+        self._thread.join()
 
     @property
     def busy(self) -> float | None:
         return sum(1 for s in self.samples if s > 0) / len(self.samples) if self.samples else None
+
+
+def _smi_sample() -> list[float]:
+    try:
+        text = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-i", "0"],
+                              capture_output=True, text=True, timeout=5).stdout  # fmt: skip
+        return [float(text.split()[0])]
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return []
 
 
 def _pch_events(config: EvalConfig, since: float) -> dict[str, int]:
@@ -182,13 +193,13 @@ def _pch_events(config: EvalConfig, since: float) -> dict[str, int]:
     return counts
 
 
-def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
+def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", spare=None):
     """Judge each (problem, candidate, kind) of ``pairs``; one JSON row for the phase."""
     since = time.time()
     started = time.monotonic()
     cpu_before = cpu_times()
-    prebuilder = Prebuilder(config, jobs) if jobs else None
-    with GpuSampler(device) as sampler:
+    prebuilder = Prebuilder(config, jobs, spare) if jobs else None
+    with Sampler(device) as sampler:
         if prebuilder:
             for problem, c, _ in pairs:
                 prebuilder.submit(problem, c)
@@ -221,6 +232,7 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
         "corpus": corpus,
         "candidates": len(candidates),
         "build_jobs": jobs,
+        "build_spare": prebuilder.spare if prebuilder else 0,  # builds started beyond build_jobs while a shared header builds
         "judges": judges,
         "wall_s": round(wall, 1),
         "per_hour": round(len(candidates) * 3600 / wall),
@@ -230,6 +242,7 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
         "locked_stage_fraction": round(sum(r.stage_seconds.get(s, 0.0) for r in results for s in LOCKED_STAGES) / wall, 3),
         "cpu_busy_fraction": round((cpu_after[0] - cpu_before[0]) / max(cpu_after[1] - cpu_before[1], 1.0), 3),
         "nvidia_smi_busy_fraction": None if sampler.busy is None else round(sampler.busy, 3),
+        f"cpu_busy_per_{CPU_WINDOW_S:.0f}s": sampler.cpu_timeline,  # where in the run the cores sat idle
         "stepped_aside": sum(int(r.extra.get("stepped_aside", 0)) for r in results),  # shared calls stopped for a timer
         # seconds the device lock was held, summed per phase: the exclusive ones (reference, time) against the wall
         "lock_held_s": _summed(results, "lock_held_s"),
@@ -280,6 +293,8 @@ def main() -> None:
                              f"default ${{KERNELBENCH_DATASET}} or {DEFAULT_DATASET}")  # fmt: skip
     parser.add_argument("--count", type=int, default=None, help="candidates (default 16; --corpus level3: all of its files)")
     parser.add_argument("--build-jobs", type=int, default=16)
+    parser.add_argument("--build-spare", type=int, default=None,
+                        help="builds started beyond --build-jobs while a shared header is being built (default: the pool's, half as many)")
     parser.add_argument("--serial-count", type=int, default=2)
     parser.add_argument("--judges", type=int, default=4, help="evaluations at once in the pipeline phases (as pytest -n)")
     parser.add_argument("--phases", default="pipeline,warm,serial")
@@ -311,9 +326,11 @@ def main() -> None:
 
     for phase in args.phases.split(","):
         if phase == "pipeline":
-            row = run_phase("pipeline (cold)", pairs, config("pipeline"), args.build_jobs, args.device, args.judges, args.corpus)
+            row = run_phase("pipeline (cold)", pairs, config("pipeline"), args.build_jobs, args.device, args.judges, args.corpus,
+                            args.build_spare)
         elif phase == "warm":
-            row = run_phase("pipeline (warm cache)", pairs, config("pipeline"), args.build_jobs, args.device, args.judges, args.corpus)
+            row = run_phase("pipeline (warm cache)", pairs, config("pipeline"), args.build_jobs, args.device, args.judges, args.corpus,
+                            args.build_spare)
         elif phase == "serial":
             row = run_phase("serial (cold)", pairs[: args.serial_count], config("serial"), 0, args.device, corpus=args.corpus)
         else:
