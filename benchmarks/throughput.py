@@ -193,12 +193,12 @@ def _pch_events(config: EvalConfig, since: float) -> dict[str, int]:
     return counts
 
 
-def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", spare=None):
+def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
     """Judge each (problem, candidate, kind) of ``pairs``; one JSON row for the phase."""
     since = time.time()
     started = time.monotonic()
     cpu_before = cpu_times()
-    prebuilder = Prebuilder(config, jobs, spare) if jobs else None
+    prebuilder = Prebuilder(config, jobs) if jobs else None
     with Sampler(device) as sampler:
         if prebuilder:
             for problem, c, _ in pairs:
@@ -232,7 +232,6 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
         "corpus": corpus,
         "candidates": len(candidates),
         "build_jobs": jobs,
-        "build_spare": prebuilder.spare if prebuilder else 0,  # builds started beyond build_jobs while a shared header builds
         "judges": judges,
         "wall_s": round(wall, 1),
         "per_hour": round(len(candidates) * 3600 / wall),
@@ -293,8 +292,6 @@ def main() -> None:
                              f"default ${{KERNELBENCH_DATASET}} or {DEFAULT_DATASET}")  # fmt: skip
     parser.add_argument("--count", type=int, default=None, help="candidates (default 16; --corpus level3: all of its files)")
     parser.add_argument("--build-jobs", type=int, default=16)
-    parser.add_argument("--build-spare", type=int, default=None,
-                        help="builds started beyond --build-jobs while a shared header is being built (default: the pool's, half as many)")
     parser.add_argument("--serial-count", type=int, default=2)
     parser.add_argument("--judges", type=int, default=4, help="evaluations at once in the pipeline phases (as pytest -n)")
     parser.add_argument("--phases", default="pipeline,warm,serial")
@@ -326,11 +323,9 @@ def main() -> None:
 
     for phase in args.phases.split(","):
         if phase == "pipeline":
-            row = run_phase("pipeline (cold)", pairs, config("pipeline"), args.build_jobs, args.device, args.judges, args.corpus,
-                            args.build_spare)
+            row = run_phase("pipeline (cold)", pairs, config("pipeline"), args.build_jobs, args.device, args.judges, args.corpus)
         elif phase == "warm":
-            row = run_phase("pipeline (warm cache)", pairs, config("pipeline"), args.build_jobs, args.device, args.judges, args.corpus,
-                            args.build_spare)
+            row = run_phase("pipeline (warm cache)", pairs, config("pipeline"), args.build_jobs, args.device, args.judges, args.corpus)
         elif phase == "serial":
             row = run_phase("serial (cold)", pairs[: args.serial_count], config("serial"), 0, args.device, corpus=args.corpus)
         else:
