@@ -8,9 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from pytest_kernelbench.build import bytecode
 from pytest_kernelbench.build.bytecode import bytecode_prefix, installed_bytecode
 from pytest_kernelbench.judge.sandbox import runner_env
 
@@ -52,22 +49,6 @@ def test_a_package_without_bytecode_is_compiled_once_into_the_prefix_and_read_fr
     bytecode_prefix.cache_clear()
     assert bytecode_prefix(str(tmp_path / "cache"), ("kbnobytecode", "kbnobytecode.sub")) == prefix
     assert _value_seen(tmp_path / "site", "kbnobytecode", prefix) == "from the cache"
-
-
-@pytest.mark.parametrize("cores_needed", [1, 10_000])
-def test_on_many_cores_the_whole_package_is_compiled_in_parallel_before_the_import(tmp_path, monkeypatch, cores_needed):
-    """The fill compiles the packages' trees with compileall's workers when the machine has the cores (so a module the
-    import does not reach is cached too); with few cores only what the import reaches."""
-    name = f"kbparallel{cores_needed}"
-    package = _package(tmp_path / "site", name)
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
-    monkeypatch.setattr(bytecode, "PARALLEL_MIN_CORES", cores_needed)
-    prefix = bytecode_prefix(str(tmp_path / "cache"), (name,))  # the import reaches __init__ only
-    assert prefix is not None
-    cached = sorted(p.name.split(".")[0] for p in Path(prefix + str(package.resolve())).glob("*.pyc"))
-    assert cached == (["__init__", "sub"] if cores_needed == 1 else ["__init__"])
-    assert not (package / "__pycache__").exists()
 
 
 def test_an_installation_with_its_bytecode_or_the_cache_off_changes_nothing(tmp_path, monkeypatch):

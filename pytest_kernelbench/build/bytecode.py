@@ -11,10 +11,7 @@ So when torch's own bytecode is missing, the judge's processes get ``PYTHONPYCAC
 filled once per machine by a trusted interpreter that imports what runners and build steps import,
 read-only to the sandboxed ones (they also run with ``PYTHONDONTWRITEBYTECODE``: candidate code
 never writes there). Python checks each cached file against its source's size and mtime, so a changed
-installation only costs the speed-up. The fill is the first thing a judge does on such a machine, with
-the cores idle behind it: an import compiles on one core (6.9 s there), so on a machine of
-:data:`PARALLEL_MIN_CORES` cores or more ``compileall`` first compiles the packages' trees on all of
-them, and the import then finds them compiled (it still compiles what lies outside those trees). ``KB_BYTECODE_CACHE``: the folder (default
+installation only costs the speed-up. ``KB_BYTECODE_CACHE``: the folder (default
 ``<cache>/bytecode``), or ``off``.
 """
 
@@ -31,7 +28,6 @@ from pathlib import Path
 # what a runner or a build step imports beyond the standard library (the first must be importable)
 MODULES = ("torch", "torch.utils.cpp_extension", "torch.profiler", "numpy", "triton", "pytest_kernelbench.judge.runner")
 FILL_TIMEOUT_S = 600.0
-PARALLEL_MIN_CORES = 8  # below this, compiling whole packages costs more wall time than importing what is used
 
 
 def installed_bytecode(module: str) -> bool:
@@ -74,17 +70,9 @@ def bytecode_prefix(folder: str = "", modules: tuple[str, ...] = MODULES) -> str
 
 
 def _fill(root: Path, modules: tuple[str, ...]) -> bool:
-    """Import ``modules`` (those installed) in a trusted interpreter that writes their bytecode under ``root``; on
-    many cores, compile their packages' trees in parallel first."""
+    """Import ``modules`` (those installed) in a trusted interpreter that writes their bytecode under ``root``."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(root)
-    trees = _package_trees(modules)
-    if trees and (os.cpu_count() or 1) >= PARALLEL_MIN_CORES:
-        try:  # a file it cannot compile is left to the import below (an error only if it is imported)
-            subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", *trees], env=env, capture_output=True,
-                           timeout=FILL_TIMEOUT_S)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired):
-            pass
     code = ("import importlib, importlib.util\n"
             f"for name in {list(modules)!r}:\n"
             "    if importlib.util.find_spec(name.split('.')[0]) is not None:\n"
@@ -94,14 +82,3 @@ def _fill(root: Path, modules: tuple[str, ...]) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
-
-
-def _package_trees(modules: tuple[str, ...]) -> list[str]:
-    """The source folders of ``modules``' top-level packages (those installed)."""
-    trees: list[str] = []
-    for top in dict.fromkeys(name.split(".")[0] for name in modules):
-        spec = importlib.util.find_spec(top)
-        for folder in (spec.submodule_search_locations or []) if spec else []:
-            if os.path.isdir(folder) and folder not in trees:
-                trees.append(folder)
-    return trees
