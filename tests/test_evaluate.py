@@ -290,6 +290,14 @@ def test_an_unknown_sandbox_mode_is_a_usage_error_naming_the_choices():
         cpu_config(sandbox="maybe")
 
 
+def test_fewer_timed_calls_at_most_than_samples_at_least_is_a_usage_error():
+    from pytest_kernelbench.errors import KernelBenchUsageError
+
+    with pytest.raises(KernelBenchUsageError, match="min_reps 60 is above max_reps 50: give max_reps at least min_reps"):
+        cpu_config(min_reps=60)  # the CPU's default max_reps is 50
+    assert cpu_config(min_reps=50).max_reps == 50
+
+
 def test_a_build_step_stops_while_another_evaluation_times_on_the_cpu(tmp_path):
     """A compiler sharing the cores with timed calls skews them: a build in flight waits, stopped,
     while a CPU timing phase's marker (a live supervisor's pid in the lock folder) is there."""

@@ -152,6 +152,22 @@ def test_a_build_in_flight_is_not_waited_for(fake_torch, tmp_path):
     assert not list(root.glob("*/torch/extension.h.gch"))
 
 
+def test_a_header_build_that_hangs_is_killed_and_its_waiters_let_go(tmp_path, monkeypatch):
+    """A stuck header compile ends at BUILD_TIMEOUT_S: no header, a 'failed' event, and no mark left for steps to wait on."""
+    compiler = tmp_path / "stuck-g++"
+    compiler.write_text("#!/bin/sh\nexec sleep 60\n")
+    compiler.chmod(0o755)
+    header = tmp_path / "inc" / "torch" / "extension.h"
+    header.parent.mkdir(parents=True)
+    header.write_text(HEADER)
+    monkeypatch.setattr(pch, "BUILD_TIMEOUT_S", 0.5)
+    start = time.monotonic()
+    assert not pch.build_pch(tmp_path / "pch", "k1", str(compiler), ["-std=c++17"], header, "main.cpp")
+    assert time.monotonic() - start < 10
+    assert [(e["event"], e["stderr"]) for e in _events(tmp_path / "pch")] == [("failed", "no header after 0.5 s")]
+    assert not (tmp_path / "pch" / "k1.building").exists() and not list((tmp_path / "pch").glob("k1/**/*.gch*"))
+
+
 def _step_compile(wrapper: str, include: Path, source: Path, wanted: Path, wait: float) -> subprocess.Popen:
     """A binding compile as a sandboxed build step runs it: it only asks for a missing header, in ``wanted``."""
     out = source.with_suffix(".o")

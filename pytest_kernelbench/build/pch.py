@@ -60,6 +60,7 @@ HEADER = "torch/extension.h"
 BINDING_START = b"#include <torch/extension.h>"
 KEEP = 4  # .gch files kept per root, newest use first
 AWAIT_START = 3.0  # a build step waits this long for the judge to start building a header it asked for
+BUILD_TIMEOUT_S = 600.0  # a header's compile (~40 s of one core for torch/extension.h): beyond this it is stuck
 _SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".C")
 # options whose value is the next argument
 _TAKES_VALUE = frozenset(
@@ -242,10 +243,15 @@ def build_pch(root: Path, key: str, compiler: str, flags: list[str], header: Pat
         for stale in (*gch.parent.glob("*.tmp"), *gch.parent.glob("*.link")):  # left by a killed build
             stale.unlink(missing_ok=True)
         tmp = gch.with_name(f"{gch.name}.{os.getpid()}.tmp")
-        done = subprocess.run([compiler, *flags, "-x", "c++-header", str(header), "-o", str(tmp)], capture_output=True)
-        if done.returncode != 0:
+        try:
+            done = subprocess.run([compiler, *flags, "-x", "c++-header", str(header), "-o", str(tmp)], capture_output=True,
+                                  timeout=BUILD_TIMEOUT_S)  # fmt: skip
+            failed = "" if done.returncode == 0 else done.stderr.decode(errors="replace")[-2000:]
+        except subprocess.TimeoutExpired:  # killed: the steps waiting for it compile without it (the mark goes below)
+            failed = f"no header after {BUILD_TIMEOUT_S:g} s"
+        if failed:
             tmp.unlink(missing_ok=True)
-            _log(root, event="failed", key=key, source=source, stderr=done.stderr.decode(errors="replace")[-2000:])
+            _log(root, event="failed", key=key, source=source, stderr=failed)
             return False
         # The header itself beside its .gch: GCC takes the folder where it found the .gch for the
         # header's home, so a binding file that includes torch/extension.h a second time looks there.

@@ -62,7 +62,7 @@ class Stopper:
 
     def done(self, samples: dict[str, list[float]], elapsed: float) -> bool:
         n = min((len(v) for v in samples.values()), default=0)
-        if n * self.calls_per_sample >= self.max_reps and (n >= self.min_reps or self.calls_per_sample == 1):
+        if n * self.calls_per_sample >= self.max_reps and n >= self.min_reps:  # EvalConfig: min_reps <= max_reps
             return True
         if n < self.min_reps:
             return False
