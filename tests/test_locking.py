@@ -225,7 +225,8 @@ def test_a_build_step_and_its_compilers_run_at_a_lower_priority_than_the_judges(
     probe = ("import os as _os, pathlib as _pl\ntry:\n"
              "    _pl.Path(_os.environ['TORCH_EXTENSIONS_DIR'], 'nice.txt').write_text(str(_os.nice(0)))\n"
              "except OSError:\n    pass  # the judged runner sees the build folder read-only\n")  # fmt: skip
-    config = cpu_config(lock_dir=str(tmp_path / "locks"), build_dir=str(tmp_path / "builds"))
+    # a C++ build on a loaded 2-core machine (and a cold PCH root) can take over a minute: not what this test is about
+    config = cpu_config(lock_dir=str(tmp_path / "locks"), build_dir=str(tmp_path / "builds"), timeout=300.0)
     problem, candidate = problem_from_path(REPO / "problems" / "mini" / "1_LeakyReluScale.py"), Candidate(probe + source, "", "nice")
     if rank is not None:  # as build.pool.Prebuilder runs it; the judge below then finds the build cached
         built = evaluate(problem, candidate, config, build_only=True, build_rank=rank)

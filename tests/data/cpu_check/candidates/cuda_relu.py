@@ -1,24 +1,28 @@
 # A CUDA load_inline candidate for tests/data/tiny/level9/1_TinyLinear.py: the linear layer in PyTorch, ReLU in a kernel.
+# Light ATen headers (as kbagent's prompt asks) and no implicit torch/types.h: half the nvcc time (docs/performance.md).
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 cuda_source = r"""
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+
 __global__ void relu_kernel(const float* x, float* y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-torch::Tensor relu_cuda(torch::Tensor x) {
-    auto y = torch::empty_like(x);
+at::Tensor relu_cuda(at::Tensor x) {
+    auto y = at::empty_like(x);
     int n = x.numel();
     relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
     return y;
 }
 """
 
-relu = load_inline("kb_test_relu", cpp_sources="torch::Tensor relu_cuda(torch::Tensor x);", cuda_sources=cuda_source,
-                   functions=["relu_cuda"])
+cpp_source = "#include <torch/extension.h>\ntorch::Tensor relu_cuda(torch::Tensor x);"
+relu = load_inline("kb_test_relu", cpp_sources=cpp_source, cuda_sources=cuda_source, functions=["relu_cuda"], no_implicit_headers=True)
 
 
 class ModelNew(nn.Module):
