@@ -22,7 +22,9 @@ benchmarks/corpus/README.md). Phases, each with its own empty build cache unless
   ``--serial-count`` candidates only, as each costs a full cold build.
 
 GPU busy fraction: sampled with nvidia-smi every 0.5 s during the pipeline phase, and from
-the judges' own stage times (init + run + compare + time) over the phase's wall time.
+the judges' own stage times (init + run + compare + time) over the phase's wall time. CPU: the
+machine's busy fraction over the phase and per 5 s (``cpu_busy_per_5s``: where the cores sat idle),
+and the CPU-seconds of each judge's and build's process trees (``cpu_s``).
 Writes OUT/throughput.json (a phase at a time, so a cut-off run keeps what it finished)
 and prints a Markdown table.
 """
