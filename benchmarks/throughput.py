@@ -74,6 +74,11 @@ def cpu_times() -> tuple[float, float]:
     return sum(fields) - idle, sum(fields)
 
 
+def busy_fraction(before: tuple[float, float], after: tuple[float, float]) -> float:
+    """The share of all CPUs' time that was busy between two :func:`cpu_times` readings."""
+    return (after[0] - before[0]) / max(after[1] - before[1], 1.0)
+
+
 def _summed(results: list, key: str) -> dict[str, float]:
     """A per-result ``extra[key]`` of seconds by name, summed over the results."""
     names = sorted({k for r in results for k in r.extra.get(key, {})})
@@ -157,7 +162,7 @@ class Sampler:
         while not self._stop.wait(0.5):
             if time.monotonic() - window_start >= CPU_WINDOW_S:
                 now, window_start = cpu_times(), time.monotonic()
-                self.cpu_timeline.append(round((now[0] - last[0]) / max(now[1] - last[1], 1.0), 2))
+                self.cpu_timeline.append(round(busy_fraction(last, now), 2))
                 last = now
             if self._gpu:
                 self.samples.extend(_smi_sample())
@@ -241,7 +246,7 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
         "cached_builds": sum(bool(r.extra.get("build_cached")) for r in results),
         "judge_gpu_stage_fraction": round(gpu_seconds / wall, 3),
         "locked_stage_fraction": round(sum(r.stage_seconds.get(s, 0.0) for r in results for s in LOCKED_STAGES) / wall, 3),
-        "cpu_busy_fraction": round((cpu_after[0] - cpu_before[0]) / max(cpu_after[1] - cpu_before[1], 1.0), 3),
+        "cpu_busy_fraction": round(busy_fraction(cpu_before, cpu_after), 3),
         "nvidia_smi_busy_fraction": None if sampler.busy is None else round(sampler.busy, 3),
         f"cpu_busy_per_{CPU_WINDOW_S:.0f}s": sampler.cpu_timeline,  # where in the run the cores sat idle
         "stepped_aside": sum(int(r.extra.get("stepped_aside", 0)) for r in results),  # shared calls stopped for a timer
