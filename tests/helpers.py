@@ -33,7 +33,7 @@ def cpu_config(**overrides) -> EvalConfig:
     return EvalConfig(**settings)
 
 
-CORPUS_KEYS = ("judge", "says", "speedup-below", "claim-below", "strict", "problem", "check", "round-calls")
+CORPUS_KEYS = ("judge", "says", "speedup-below", "claim-below", "strict", "problem", "check", "round-calls", "timeout")
 
 
 def corpus_headers(path: Path) -> dict[str, str]:

@@ -121,6 +121,8 @@ def judge(name: str, scene: dict, **overrides):
         settings["timeout"] = 6
     if spec.get("problem") == "timing":  # enough calls that a lie stands out of the noise of a loaded 2-core CI machine
         settings.update(min_reps=30, max_time=1.0)
+    if "timeout" in spec:  # seconds: a limit the file's attack must not stretch
+        settings["timeout"] = float(spec["timeout"])
     if "round-calls" in spec:
         settings["round_calls"] = int(spec["round-calls"])
     settings.update(overrides)

@@ -94,7 +94,7 @@ def _gpu_judge(name, **overrides):
     spec = corpus_headers(GPU_ADVERSARIAL / f"{name}.py")
     problem = problem_from_path(DATA / "timing" / "level9" / "2_BigMatmul.py") if spec.get("problem") == "gpu-timing" else tiny_problem()
     candidate = load_candidate_file(GPU_ADVERSARIAL / f"{name}.py")
-    return spec, evaluate(problem, candidate, EvalConfig(device="cuda", timeout=300, **overrides))
+    return spec, evaluate(problem, candidate, EvalConfig(device="cuda", timeout=float(spec.get("timeout", 300)), **overrides))
 
 
 @pytest.mark.parametrize("name", GPU_CORPUS)

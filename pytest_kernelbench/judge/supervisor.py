@@ -864,11 +864,12 @@ class Supervisor:
         for side in sides or (self.ref, self.new):
             side.sets = self.encode_sets(side, [self.make_inputs() for _ in range(calls)], slots=True)
 
-    def end_phase_buffers(self, *sides: Side | None) -> None:
+    def end_phase_buffers(self, *sides: Side | None) -> Verdict | None:
         """Each side unmaps the phase's buffers (its runner synchronises first: an unmap under a running kernel is an
         illegal memory access), then frees its device memory (a gc pass): all sides at once, a side that fails one
-        request is not asked the next."""
-        live = []
+        request is not asked the next. The candidate gets its time left for this (the reference 60 s); one that does
+        not answer in it is stopped (its mappings go with it): the verdict is returned."""
+        live, lost = [], None
         for side in sides:  # not one that was never asked anything since (a runner still starting: seconds, H100)
             if side is not None and (side.asked or side.buffers):
                 side.asked = False
@@ -884,9 +885,16 @@ class Supervisor:
                     live.append((side, ids))
             asked, live = live, []
             for side, ids in asked:
-                with contextlib.suppress(Exception):
-                    self.wait(side, time.monotonic() + 60)
+                allowed = 60.0 if side.trusted else min(60.0, max(self.remaining(), 1.0))
+                try:
+                    self.wait(side, time.monotonic() + allowed)
                     live.append((side, ids))
+                except Exception as error:
+                    if not side.trusted and lost is None:
+                        self.stop_side(side)
+                        lost = error if isinstance(error, Verdict) else Verdict(
+                            "timeout", f"did not free the buffers of stage '{self.status.stage}' in its time left ({allowed:.0f} s)")
+        return lost
 
     @contextlib.contextmanager
     def device_phase(self, stage: str, shared: bool = False) -> Iterator[None]:
@@ -915,15 +923,20 @@ class Supervisor:
                     extra = self.found["extra"]
                     extra["min_free_gib_at_lock"] = round(min(free, extra.get("min_free_gib_at_lock", free)), 2)
                 yield
+            except Verdict:  # the evaluation ends here: the candidate is not waited for (it may never answer again)
+                self.stop_candidate()
+                raise
             finally:
                 if timing:
                     mark_cpu_timing(self.cfg.lock_dir, False)
                 self._sharing, self._lock = False, None
                 with self.split(f"{stage}.end"):
-                    self.end_phase_buffers(self.ref, self.new)
+                    lost = self.end_phase_buffers(self.ref, self.new)
                     if self.device.type == "cuda":  # the phase's device memory is free before the next holder comes
                         gc.collect()
                         torch.cuda.empty_cache()
+            if lost is not None:  # the phase itself ended well (a verdict already on its way is not replaced)
+                raise lost
 
     @contextlib.contextmanager
     def split(self, part: str) -> Iterator[None]:

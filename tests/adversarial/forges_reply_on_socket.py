@@ -5,6 +5,7 @@ for the real one. It is believed as data only: the output slot it claims was fil
 nothing, and the supervisor compares the slot, not the claim.
 """
 # judge: incorrect
+# timeout: 20
 import json
 import os
 import socket
