@@ -16,7 +16,8 @@ distinct sources from benchmarks/corpus/synthetic.py, on a few level-1 problems 
 benchmarks/corpus/README.md). Phases, each with its own empty build cache unless noted:
 
 * pipeline: the plugin's path: a :class:`Prebuilder` with ``--build-jobs`` workers gets
-  every candidate up front, the judge takes them in order (waiting on the build in flight).
+  every candidate up front, the judges take them in the plugin's order (those with nothing to build first:
+  ``judging_order``), waiting on a build in flight.
 * warm: the same candidates again on the pipeline's cache: no compile at all.
 * serial: one candidate at a time, each built inside its own judge (no pool): the first
   ``--serial-count`` candidates only, as each costs a full cold build.
@@ -51,7 +52,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pytest_kernelbench.build.bytecode import bytecode_prefix  # noqa: E402
-from pytest_kernelbench.build.pool import Prebuilder  # noqa: E402
+from pytest_kernelbench.build.pool import Prebuilder, judging_order  # noqa: E402
 from pytest_kernelbench.candidates import Candidate  # noqa: E402
 from pytest_kernelbench.config import EvalConfig  # noqa: E402
 from pytest_kernelbench.judge.controller import evaluate  # noqa: E402
@@ -206,6 +207,8 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
     started = time.monotonic()
     cpu_before = cpu_times()
     prebuilder = Prebuilder(config, jobs) if jobs else None
+    if prebuilder:  # as the plugin orders its items: those with nothing to build first
+        pairs = [pairs[i] for i in judging_order([c for _, c, _ in pairs])]
     with Sampler(device) as sampler:
         if prebuilder:
             for problem, c, _ in pairs:

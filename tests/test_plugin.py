@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch  # imported before pytester snapshots sys.modules: torch must not be imported twice
 
-from helpers import BROKEN, DATA, SHARED_KB
+from helpers import BROKEN, DATA, REPO, SHARED_KB
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 TINY = DATA / "tiny"
@@ -47,6 +47,17 @@ def test_a_printed_node_id_pasted_back_selects_that_item_from_any_folder(pyteste
     assert [line for line in again.stdout.lines if "test_kernel[" in line] == [ids[1]]
     within = pytester.runpytest_subprocess("--collect-only", "-q", "--level", "mini", f"pytest_kernelbench/plugin/kernel_items.py{ids[2]}")
     assert [line for line in within.stdout.lines if "test_kernel[" in line] == [ids[2]]
+
+
+def test_with_a_build_pool_candidates_without_a_build_are_judged_first(pytester):
+    """The bundled CPU solutions of mini problems 1-3 build C++ extensions: the pool builds them while 4-10 are judged."""
+    def order(*extra):
+        args = ("--collect-only", "-q", "--level", "mini", "--device", "cpu", "--solutions", str(REPO / "solutions"), *extra)
+        listed = pytester.runpytest_subprocess(*args).stdout.lines
+        return [line.split("Lmini-")[1].split("_")[0] for line in listed if "test_kernel[" in line]
+
+    assert order("--build-jobs", "2") == ["4", "5", "6", "7", "8", "9", "10", "1", "2", "3"]
+    assert order("--build-jobs", "0") == [str(n) for n in range(1, 11)]  # no pool: the collection's order
 
 
 @pytest.mark.skipif(not (SHARED_KB / "problems.jsonl").is_file(), reason="KernelBench data not beside the checkout")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..build.pool import Prebuilder, default_build_jobs
+from ..build.pool import Prebuilder, default_build_jobs, judging_order
 from ..candidates import BASELINE, Candidate, candidate_paths, find_candidate
 from ..config import EvalConfig, add_judge_options, judge_values, mode_unavailable
 from ..errors import KernelBenchUsageError
@@ -320,6 +320,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             names = getattr(item, "fixturenames", None)
             if names is not None and "kb_problem" in names and "benchmark" not in names:
                 names.append("benchmark")
+    kb = config.stash.get(session_key, None)
+    if kb is not None and _pool_jobs(config, kb):  # the same order on every xdist worker: a pure function of the files
+        planned = [_planned_candidate(item, kb) for item in items]
+        items[:] = [items[i] for i in judging_order(planned)]
 
 
 prebuilder_key = pytest.StashKey["Prebuilder"]()
@@ -350,15 +354,26 @@ def ray_evaluator(config: pytest.Config, eval_config: EvalConfig) -> RayEvaluato
     return remote
 
 
+def _planned_candidate(item: pytest.Item, kb: KernelBenchSession) -> Candidate | None:
+    problem = getattr(item, "callspec", None) and item.callspec.params.get("kb_problem")
+    return find_candidate(kb.solutions, problem, kb.eval_config.target_device) if isinstance(problem, Problem) else None
+
+
 def _planned(session: pytest.Session, kb: KernelBenchSession) -> list[tuple[Problem, Candidate]]:
     planned = []
     for item in session.items:
-        problem = getattr(item, "callspec", None) and item.callspec.params.get("kb_problem")
-        if isinstance(problem, Problem):
-            candidate = find_candidate(kb.solutions, problem, kb.eval_config.target_device)
-            if candidate is not None:
-                planned.append((problem, candidate))
+        candidate = _planned_candidate(item, kb)
+        if candidate is not None:
+            planned.append((item.callspec.params["kb_problem"], candidate))
     return planned
+
+
+def _pool_jobs(config: pytest.Config, kb: KernelBenchSession) -> int:
+    """The build pool's parallel builds in this run: 0 without one (an agent's search, a Ray cluster, the baseline)."""
+    if config.getoption("kb_model", None) or config.getoption("kb_ray_address", None) or kb.solutions == BASELINE:
+        return 0
+    jobs = config.getoption("kb_build_jobs")
+    return default_build_jobs() if jobs is None else jobs
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -376,13 +391,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         for problem, candidate in _planned(session, kb):
             remote.submit(problem, candidate)
         return
-    if kb.solutions == BASELINE:
-        return
-    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
-        return
-    jobs = config.getoption("kb_build_jobs")
-    jobs = default_build_jobs() if jobs is None else jobs
-    if jobs == 0:
+    jobs = _pool_jobs(config, kb)
+    if jobs == 0 or os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
         return
     prebuilder = Prebuilder(kb.eval_config, jobs)
     config.stash[prebuilder_key] = prebuilder
