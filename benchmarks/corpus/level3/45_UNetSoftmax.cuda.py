@@ -1,10 +1,19 @@
 # problem: 3/45
-"""U-Net with softmax activations: BatchNorm (training statistics) + Softmax(dim=-1) fused in CUDA.
+"""U-Net with softmax activations: Softmax(dim=-1) in CUDA, one warp per row of W.
 
-Every DoubleConv does conv -> BN -> softmax over the width, twice. The convs, max-pools and transposed convs
-stay in cuDNN. Per conv output: one CUDA reduction for the per-channel batch statistics (double accumulators,
-one atomicAdd per block), then one kernel that normalises a row, takes its softmax along W (one warp per
-row: max, sum of exp, write) and stores it: BN's output never goes to memory. Eval mode uses running stats.
+Every DoubleConv does conv -> BN -> softmax over the width, twice. The convs, batch norms, max-pools and transposed
+convs stay in PyTorch (cuDNN); the softmax is one CUDA kernel (one warp per row, held in registers: max, sum of
+exp, write).
+
+Why BN is not fused into the softmax any more: at its real size this network is numerically chaotic. From the
+third encoder on, its BN outputs reach 20-80 before the softmax (rows close to one-hot), and a rounding difference
+of ~1e-6 after the first BN grows 2-3x per layer over the 18 BN + softmax layers: the reference in fp64 against
+itself in fp32, on an H100, differs in 5429 of 1M outputs by more than the 1e-2 tolerance (max 0.73). A fused BN
+with its own statistics (double sums, x * scale + shift, __expf, * (1 / sum)) was accurate, but not bit-equal to
+cuDNN's batch norm and ATen's softmax, and failed on ~0.5% of the outputs (max 0.6-0.76) in the same way. So BN is
+PyTorch's own (bit-equal, running stats updated as in the reference), and the softmax kernel does ATen's
+softmax_warp_forward arithmetic for W <= 1024, in its order: per-lane sums over j = lane, lane + 32, ..., an xor
+butterfly 16 ... 1, expf (not __expf) and e / sum (not e * (1 / sum)). Its output is bit-equal to the reference's.
 """
 import torch
 import torch.nn as nn
@@ -12,9 +21,7 @@ from torch.utils.cpp_extension import load_inline
 
 cpp_source = r"""
 #include <torch/extension.h>
-torch::Tensor batch_stats(torch::Tensor x);
-torch::Tensor bn_softmax_lastdim(torch::Tensor x, torch::Tensor stats, torch::Tensor gamma, torch::Tensor beta,
-                                 double eps, bool use_batch_stats, torch::Tensor running_mean, torch::Tensor running_var);
+torch::Tensor softmax_lastdim(torch::Tensor x);
 """
 
 cuda_source = r"""
@@ -23,10 +30,6 @@ cuda_source = r"""
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
-__device__ __forceinline__ double warp_sum_d(double v) {
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    return v;
-}
 __device__ __forceinline__ float warp_max_f(float v) {
     for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
     return v;
@@ -36,93 +39,72 @@ __device__ __forceinline__ float warp_sum_f(float v) {
     return v;
 }
 
-// stats[c] += sum x[:, c], stats[C + c] += sum x[:, c]^2. grid (C, splits), 256 threads.
-__global__ void batch_stats_kernel(const float* __restrict__ x, double* __restrict__ stats, int N, int C, int64_t HW) {
-    const int c = blockIdx.x;
-    double s = 0.0, ss = 0.0;
-    for (int n = blockIdx.y; n < N; n += gridDim.y) {
-        const float* p = x + ((int64_t)n * C + c) * HW;
-        for (int64_t i = threadIdx.x; i < HW; i += blockDim.x) {
-            const double v = p[i];
-            s += v;
-            ss += v * v;
-        }
-    }
-    s = warp_sum_d(s);
-    ss = warp_sum_d(ss);
-    if ((threadIdx.x & 31) == 0) {
-        atomicAdd(&stats[c], s);
-        atomicAdd(&stats[C + c], ss);
-    }
-}
-
-// one warp per row of W elements: y = softmax((x - mean[c]) * rstd[c] * gamma[c] + beta[c]) along W
-__global__ void bn_softmax_kernel(const float* __restrict__ x, float* __restrict__ y, const double* __restrict__ stats,
-                                  const float* __restrict__ gamma, const float* __restrict__ beta,
-                                  const float* __restrict__ rmean, const float* __restrict__ rvar,
-                                  int C, int H, int W, int64_t rows, double count, float eps, bool batch) {
+// one warp per row of W <= 32 * ITER elements, held in registers: y = softmax(x) along W, in the order of ATen's
+// softmax_warp_forward (padding -inf, whose exp adds 0 to the sums)
+template <int ITER>
+__global__ void softmax_lastdim_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int W) {
     const int64_t row = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     if (row >= rows) return;
-    const int c = (row / H) % C;
-    float mean, var;
-    if (batch) {
-        const double m = stats[c] / count;
-        mean = (float)m;
-        var = (float)fmax(stats[C + c] / count - m * m, 0.0);
-    } else {
-        mean = rmean[c];
-        var = rvar[c];
-    }
-    const float scale = gamma[c] * rsqrtf(var + eps);
-    const float shift = beta[c] - mean * scale;
     const float* xr = x + row * W;
     float* yr = y + row * W;
+    float v[ITER];
     float m = -INFINITY;
-    for (int j = lane; j < W; j += 32) m = fmaxf(m, xr[j] * scale + shift);
+#pragma unroll
+    for (int it = 0; it < ITER; ++it) {
+        const int j = lane + it * 32;
+        v[it] = j < W ? xr[j] : -INFINITY;
+        m = fmaxf(m, v[it]);
+    }
     m = warp_max_f(m);
     float s = 0.f;
-    for (int j = lane; j < W; j += 32) s += __expf(xr[j] * scale + shift - m);
-    const float inv = 1.f / warp_sum_f(s);
-    for (int j = lane; j < W; j += 32) yr[j] = __expf(xr[j] * scale + shift - m) * inv;
+#pragma unroll
+    for (int it = 0; it < ITER; ++it) {
+        v[it] = expf(v[it] - m);
+        s += v[it];
+    }
+    s = warp_sum_f(s);
+#pragma unroll
+    for (int it = 0; it < ITER; ++it) {
+        const int j = lane + it * 32;
+        if (j < W) yr[j] = v[it] / s;
+    }
 }
 
-torch::Tensor batch_stats(torch::Tensor x) {
-    TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == at::kFloat, "x: contiguous float32 CUDA");
-    const at::cuda::OptionalCUDAGuard guard(device_of(x));
-    const int N = x.size(0), C = x.size(1);
-    const int64_t HW = x.size(2) * x.size(3);
-    auto stats = torch::zeros({2 * C}, x.options().dtype(at::kDouble));
-    const int splits = std::max(1, std::min(N, (int)(4096 / std::max<int64_t>(1, C))));
-    batch_stats_kernel<<<dim3(C, splits), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-        x.data_ptr<float>(), stats.data_ptr<double>(), N, C, HW);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return stats;
-}
-
-torch::Tensor bn_softmax_lastdim(torch::Tensor x, torch::Tensor stats, torch::Tensor gamma, torch::Tensor beta,
-                                 double eps, bool use_batch_stats, torch::Tensor running_mean, torch::Tensor running_var) {
-    TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.dim() == 4, "x: contiguous (N, C, H, W) CUDA");
-    const at::cuda::OptionalCUDAGuard guard(device_of(x));
-    auto y = torch::empty_like(x);
-    const int N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-    const int64_t rows = (int64_t)N * C * H;
+template <int ITER>
+void launch_softmax(const torch::Tensor& x, torch::Tensor& y, int64_t rows, int W) {
     const int warps_per_block = 8;
     const unsigned blocks = (unsigned)((rows + warps_per_block - 1) / warps_per_block);
-    bn_softmax_kernel<<<blocks, warps_per_block * 32, 0, at::cuda::getCurrentCUDAStream()>>>(
-        x.data_ptr<float>(), y.data_ptr<float>(), stats.data_ptr<double>(), gamma.data_ptr<float>(), beta.data_ptr<float>(),
-        running_mean.data_ptr<float>(), running_var.data_ptr<float>(), C, H, W, rows, (double)N * H * W, (float)eps,
-        use_batch_stats);
+    softmax_lastdim_kernel<ITER><<<blocks, warps_per_block * 32, 0, at::cuda::getCurrentCUDAStream()>>>(
+        x.data_ptr<float>(), y.data_ptr<float>(), rows, W);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+torch::Tensor softmax_lastdim(torch::Tensor x) {
+    TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == at::kFloat && x.dim() >= 1,
+                "x: contiguous float32 CUDA");
+    const int W = x.size(-1);
+    TORCH_CHECK(W <= 1024, "softmax_lastdim: rows of at most 1024 (ATen's warp softmax), got ", W);
+    const at::cuda::OptionalCUDAGuard guard(device_of(x));
+    auto y = torch::empty_like(x);
+    const int64_t rows = W > 0 ? x.numel() / W : 0;
+    if (rows == 0) return y;
+    const int iters = (W + 31) / 32;  // ITER: its next power of two, as ATen's WARP_ITERATIONS
+    if (iters <= 1) launch_softmax<1>(x, y, rows, W);
+    else if (iters <= 2) launch_softmax<2>(x, y, rows, W);
+    else if (iters <= 4) launch_softmax<4>(x, y, rows, W);
+    else if (iters <= 8) launch_softmax<8>(x, y, rows, W);
+    else if (iters <= 16) launch_softmax<16>(x, y, rows, W);
+    else launch_softmax<32>(x, y, rows, W);
     return y;
 }
 """
 
 unet_ext = load_inline(
-    name="unet_bn_softmax",
+    name="unet_softmax_lastdim",
     cpp_sources=cpp_source,
     cuda_sources=cuda_source,
-    functions=["batch_stats", "bn_softmax_lastdim"],
+    functions=["softmax_lastdim"],
     extra_cuda_cflags=["-O3"],
     verbose=False,
 )
@@ -141,9 +123,7 @@ class DoubleConv(nn.Module):
         )
 
     def _bn_softmax(self, x, bn):
-        x = x.contiguous()
-        stats = unet_ext.batch_stats(x) if self.training else torch.empty(2, device=x.device, dtype=torch.float64)
-        return unet_ext.bn_softmax_lastdim(x, stats, bn.weight, bn.bias, bn.eps, self.training, bn.running_mean, bn.running_var)
+        return unet_ext.softmax_lastdim(bn(x).contiguous())
 
     def forward(self, x):
         c1, bn1, _, c2, bn2, _ = self.double_conv
