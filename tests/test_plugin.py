@@ -53,7 +53,7 @@ def test_with_a_build_pool_candidates_without_a_build_are_judged_first(pytester)
     """The bundled CPU solutions of mini problems 1-3 build C++ extensions: the pool builds them while 4-10 are judged."""
     def order(*extra):
         args = ("--collect-only", "-q", "--level", "mini", "--device", "cpu", "--solutions", str(REPO / "solutions"), *extra)
-        listed = pytester.runpytest_subprocess(*args).stdout.lines
+        listed = pytester.runpytest(*args).stdout.lines
         return [line.split("Lmini-")[1].split("_")[0] for line in listed if "test_kernel[" in line]
 
     assert order("--build-jobs", "2") == ["4", "5", "6", "7", "8", "9", "10", "1", "2", "3"]

@@ -54,7 +54,7 @@ class Setup(Request):
     device_index: int = 0
     timer: str = "events"  # or "cuda-graph"
     threads: int = 0  # torch.set_num_threads; 0: leave it
-    scrub_outputs: bool = False  # overwrite the model's own outputs once copied (the reference's side)
+    scrub_outputs: bool = False  # overwrite the model's own outputs once copied (the reference's side, on a GPU)
 
 
 @dataclasses.dataclass
