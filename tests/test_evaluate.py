@@ -298,6 +298,7 @@ def test_fewer_timed_calls_at_most_than_samples_at_least_is_a_usage_error():
     assert cpu_config(min_reps=50).max_reps == 50
 
 
+@pytest.mark.slow
 def test_a_build_step_stops_while_another_evaluation_times_on_the_cpu(tmp_path):
     """A compiler sharing the cores with timed calls skews them: a build in flight waits, stopped,
     while a CPU timing phase's marker (a live supervisor's pid in the lock folder) is there."""

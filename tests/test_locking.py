@@ -214,6 +214,7 @@ def test_a_long_first_call_steps_aside_for_another_judges_timing_and_is_still_ju
     assert quick_result.stage_seconds.get("wait_lock", 0) < 3.0  # not the whole 6 s first call
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rank", [None, 3], ids=["the judge's own build", "a pool build with 3 queued ahead"])
 def test_a_build_step_and_its_compilers_run_at_a_lower_priority_than_the_judges(tmp_path, rank):
     """A pool build is a step lower for each build queued ahead of it, so that a cold pool's first builds finish first."""

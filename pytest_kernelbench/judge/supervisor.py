@@ -897,7 +897,8 @@ class Supervisor:
                     live.append((side, ids))
                 except Exception as error:
                     if not side.trusted and lost is None:
-                        self.stop_side(side)
+                        if side.process.poll() is None:  # a failure verdict (memory) has stopped it already
+                            self.stop_side(side)
                         lost = error if isinstance(error, Verdict) else Verdict(
                             "timeout", f"did not free the buffers of stage '{self.status.stage}' in its time left ({allowed:.0f} s)")
         return lost
