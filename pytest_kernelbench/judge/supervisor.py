@@ -88,6 +88,7 @@ ADMISSION_MARGIN_BYTES = 1 << 30  # a CUDA context, cuBLAS workspaces, Triton's 
 JIT_CACHE_BYTES = 2 << 30  # a candidate's Triton and inductor caches beyond this are emptied after its judge
 WARMUP_UNLOCKED_BYTES = 1 << 30  # a compile-mode warm-up with bigger inputs holds the device lock (8 workers ran an H100 out of memory)
 POLL = 0.25
+CACHED_BUILD_WAIT_S = 2.0  # launch_early: how long a judge waits for a build folder's lock held by a pool's quick check
 POLL_BUILD = 0.02  # a build step: how soon it stops for another evaluation's CPU timing (pause_for_timing)
 POLL_SHARED = 0.05  # in a shared phase: how soon a long call notices a waiting exclusive holder (step_aside)
 PCH_WAIT_S = 180.0  # a build step's binding compile waits at most this long for a shared PCH the judge builds for it
@@ -304,10 +305,12 @@ class Supervisor:
         return self.launch(self.candidate_env(folder), "runner.log", mounts)
 
     def cached_build(self) -> Path | None:
-        """The candidate's build folder if a finished build is there now (no wait: a build in flight is not)."""
+        """The candidate's build folder if a finished build is there now. A build in flight is not (it holds the folder's
+        lock for minutes); a pool's build step that only finds the folder cached holds it for moments, hence a short wait
+        (without it a re-judge, pool on, started one runner late: CI rehearsal at 15d79a4)."""
         from ..build.cache import BuildFolder
 
-        folder = BuildFolder(self.cfg.build_dir, self.build_key(), timeout=0)
+        folder = BuildFolder(self.cfg.build_dir, self.build_key(), timeout=CACHED_BUILD_WAIT_S)
         try:
             with folder:
                 return folder.path if folder.cached else None
