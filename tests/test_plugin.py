@@ -86,7 +86,8 @@ def test_bad_input_is_one_line_and_nonzero(pytester, args, says):
     assert "Traceback" not in result.stderr.str()
 
 
-def test_baseline_run_writes_json_junit_and_benchmark(pytester):
+def test_baseline_run_writes_json_junit_and_benchmark(pytester, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # a row on one line: at 80 a "noisy" speedup with its interval wraps the name
     report, junit, bench = (pytester.path / name for name in ("kb.json", "junit.xml", "bench.json"))
     result = pytester.runpytest_subprocess(
         *TINY_ARGS, "--solutions", "baseline", "--device", "cpu", "-v",
