@@ -221,6 +221,7 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
                     "gpu_busy_so_far": sampler.busy, "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()},
                     "lock_held_s": result.extra.get("lock_held_s", {}), "split_s": result.extra.get("split_s", {}),
                     "wall_excess_ms": (result.extra.get("wall_check") or {}).get("excess_ms"),
+                    "timed_calls": result.extra.get("timed_calls"), "checked_calls": result.extra.get("checked_calls"),
                     "cpu_s": result.extra.get("cpu_s", {})}  # fmt: skip
             if not result.correct:
                 line["message"] = result.message[:400]
@@ -306,6 +307,7 @@ def main() -> None:
     parser.add_argument("--judges", type=int, default=4, help="evaluations at once in the pipeline phases (as pytest -n)")
     parser.add_argument("--phases", default="pipeline,warm,serial")
     parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--min-reps", type=int, default=0, help="timing samples of each side at least (EvalConfig.min_reps; 0: the judge's default)")
     parser.add_argument("--out", type=Path, default=Path("throughput-out"))
     parser.add_argument("--kernel", choices=("mini", "light"), default="mini",
                         help="CUDA candidates: the bundled solution, or it with a .cu that includes only the headers it uses")  # fmt: skip
@@ -328,8 +330,8 @@ def main() -> None:
 
     def config(cache: str) -> EvalConfig:
         pch = str(scratch / "pch") if args.build_pch == "fresh" else args.build_pch
-        return EvalConfig(device=args.device, trials=args.trials, build_dir=str(scratch / cache), lock_dir=str(scratch / "locks"),
-                          pch_dir=pch)  # fmt: skip
+        return EvalConfig(device=args.device, trials=args.trials, min_reps=args.min_reps, build_dir=str(scratch / cache),
+                          lock_dir=str(scratch / "locks"), pch_dir=pch)  # fmt: skip
 
     for phase in args.phases.split(","):
         if phase == "pipeline":

@@ -48,6 +48,16 @@ def test_a_small_fast_problem_is_timed_in_rounds_of_several_calls_and_a_big_one_
     result = evaluate(big, broken("correct"), EvalConfig(device="cuda", timeout=120))
     assert result.outcome is Outcome.CORRECT, result.message
     assert result.extra["calls_per_round"] == 1
+    # a call too big for rounds may stop timing at EARLY_SAMPLES, only with precise medians and EARLY_CHECKED checks
+    from pytest_kernelbench.judge.stats import median_rel_err
+    from pytest_kernelbench.judge.supervisor import EARLY_CHECKED, EARLY_REL_ERR, EARLY_SAMPLES
+
+    extra, samples = result.extra, {"ref": result.ref.samples, "new": result.new.samples}
+    if extra["timing_stop"] == "early":
+        assert EARLY_SAMPLES <= len(samples["new"]) < 30 and all(median_rel_err(v) < EARLY_REL_ERR for v in samples.values())
+        assert extra["checked_calls"] - 3 >= EARLY_CHECKED, extra  # checked_calls counts the warm-up's 3 calls too
+    else:
+        assert len(samples["new"]) >= 30, extra
 
 
 def test_judges_share_the_device_for_untimed_work_and_take_turns_to_time(tmp_path):

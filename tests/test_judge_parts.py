@@ -222,6 +222,17 @@ def test_timing_takes_min_reps_samples_even_in_rounds_and_stops_by_calls():
     assert not calls.done(seen(29), elapsed=10.0) and calls.done(seen(30), elapsed=10.0) and calls.done(seen(300), elapsed=0.1)
 
 
+def test_big_calls_may_stop_timing_early_only_once_both_medians_are_precise():
+    from pytest_kernelbench.judge.stats import Stopper
+
+    steady = {"ref": [4.0, 4.01, 3.99] * 4, "new": [2.0, 2.01, 1.99] * 4}  # 12 samples, medians within 0.2%
+    assert Stopper.precise(steady, floor=10, rel_err=0.005)
+    assert not Stopper.precise(steady, floor=13, rel_err=0.005)  # too few samples
+    jittery = {"ref": steady["ref"], "new": [2.0, 2.2, 1.8] * 4}  # one side's median within ~2% only
+    assert not Stopper.precise(jittery, floor=10, rel_err=0.005) and Stopper.precise(jittery, floor=10, rel_err=0.05)
+    assert not Stopper.precise({"ref": [], "new": []}, floor=0, rel_err=1.0)  # no samples: nothing known
+
+
 def test_the_wall_clock_check_passes_honest_timings_and_catches_under_reporting():
     ref_ms, ref_wall = _calls(2.0, 2.0, 0.3)
     honest_ms, honest_wall = _calls(1.0, 1.0, 0.3)

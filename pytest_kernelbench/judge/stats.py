@@ -68,6 +68,13 @@ class Stopper:
             return False
         return elapsed > self.max_time or all(median_rel_err(v) < self.rel_err for v in samples.values())
 
+    @staticmethod
+    def precise(samples: dict[str, list[float]], floor: int, rel_err: float) -> bool:
+        """Whether every side has ``floor`` samples and its median is known within ``rel_err`` of itself: the early
+        stop of calls too big to share a round (``Supervisor.timed_batch``), whose every sample costs a full fresh input set."""
+        n = min((len(v) for v in samples.values()), default=0)
+        return n >= floor and all(median_rel_err(v) < rel_err for v in samples.values())
+
 
 def _median_se(values: list[float]) -> float:
     """Standard error of the median from the interquartile range (robust to a few slow outliers)."""

@@ -99,6 +99,14 @@ ROUND_MS = 25.0  # ... and this many milliseconds of the reference's fastest cal
 BUFFER_ALIGN = 512  # bytes: where each tensor of a phase's one shared buffer starts
 CHECK_ONE_IN = 4  # above check_all_below_mb, a timed call is checked with probability 1/CHECK_ONE_IN ...
 MIN_CHECKED = 4  # ... and timing goes on until at least this many timed calls were
+# A GPU call too big to share a round (its inputs and outputs above ROUND_BYTES) costs a full fresh input set a sample
+# (three copies of multi-GB inputs), so its timing may stop at EARLY_SAMPLES samples once both medians are known within
+# EARLY_REL_ERR (a self-speedup's +-2% at about 3 sigma) and EARLY_CHECKED of its calls were checked, each with
+# probability EARLY_CHECK_P: more checks than 30 calls at 1/CHECK_ONE_IN give (docs/judge.md, "Which calls are checked")
+EARLY_SAMPLES = 16
+EARLY_REL_ERR = 0.005
+EARLY_CHECKED = 8
+EARLY_CHECK_P = 0.5
 PAUSE_LIMIT = 120.0  # seconds a build step waits for one CPU timing phase at most (a phase times for max_time)
 CHECK_ARCH = "9.0"  # --device cpu-check compiles CUDA for this architecture unless TORCH_CUDA_ARCH_LIST names one (no GPU to ask)
 
@@ -495,15 +503,23 @@ class Supervisor:
     def timed_batch(self, graph: bool, again: bool = False) -> tuple[bool, WallCheck]:
         """Timed calls until the stopping rule is met and at least MIN_CHECKED of them were checked (new samples
         each batch); then the wall-clock cross-check of the batch."""
-        stopper = Stopper(self.cfg.min_reps, self.cfg.max_reps, self.cfg.max_time, self.cfg.rel_err, self.round_calls)
+        stopper = Stopper(self.cfg.timing_min_reps, self.cfg.max_reps, self.cfg.max_time, self.cfg.rel_err, self.round_calls)
         self.samples, self.walls = {"ref": [], "new": []}, {"ref": [], "new": []}
         started, rounds, checked = _perf_counter(), 0, 0
         name = f"timed {self.unit}" + (" (second batch)" if again else "")
-        while not stopper.done(self.samples, _perf_counter() - started) or checked < min(MIN_CHECKED, self.cfg.max_reps):
-            checks = [self.check_timed_call() for _ in range(self.round_calls)]
+        early = self.early_stop()
+
+        def enough() -> bool:
+            if early and checked >= EARLY_CHECKED and stopper.precise(self.samples, EARLY_SAMPLES, EARLY_REL_ERR):
+                return True
+            return stopper.done(self.samples, _perf_counter() - started) and checked >= min(MIN_CHECKED, self.cfg.max_reps)
+
+        while not enough():
+            checks = [self.check_timed_call(early) for _ in range(self.round_calls)]
             graph = self.timed_round(f"{name} {rounds + 1}", rounds % 2 == 1, graph, keep=True, checks=checks)
             rounds, checked = rounds + 1, checked + sum(checks)
         extra = self.found["extra"]
+        extra["timing_stop"] = "early" if early and len(self.samples["ref"]) < self.cfg.timing_min_reps else "rule"
         warm = self.round_calls * math.ceil(self.cfg.warmup / self.round_calls)
         extra["checked_calls"] = extra.get("checked_calls", warm) + checked
         extra["timed_calls"] = extra.get("timed_calls", warm) + rounds * self.round_calls
@@ -533,12 +549,14 @@ class Supervisor:
     # -------------------------------------------------------------- calls
 
     def judged_pair(self, label: str, candidate_first: bool) -> float:
-        values = self.make_inputs()
+        with self.split("run/pair.inputs"):
+            values = self.make_inputs()
         order = (self.new, self.ref) if candidate_first else (self.ref, self.new)
         records = {side.name: self.call(side, [values], label=label) for side in order}
         self.ref_ms = min(self.ref_ms, records["reference"].replies[0].ms)
         self.status.enter("compare")
-        return self.check(values, records["candidate"], records["reference"], label)
+        with self.split("run/pair.check"):
+            return self.check(values, records["candidate"], records["reference"], label)
 
     @property
     def unit(self) -> str:
@@ -557,13 +575,21 @@ class Supervisor:
         by_time = ROUND_MS / self.ref_ms if self.ref_ms > 0 else AUTO_ROUND_CALLS
         return int(max(1, min(AUTO_ROUND_CALLS, by_bytes, by_time)))
 
-    def check_timed_call(self) -> bool:
+    def early_stop(self) -> bool:
+        """Whether this timing may stop at EARLY_SAMPLES: on a GPU, for calls too big to share a round, unless
+        ``min_reps`` was given."""
+        return self.device.type == "cuda" and not self.cfg.min_reps and self.round_calls == 1 and sum(self.io_bytes) > ROUND_BYTES
+
+    def check_timed_call(self, early: bool = False) -> bool:
         """Whether the next timed pair is checked (sealed and compared): always when the outputs are small,
-        else with probability 1/CHECK_ONE_IN, drawn from the OS's entropy in this process. The candidate cannot
-        tell a checked call from another until it has returned; a candidate wrong on a fraction f of n timed calls
-        goes unseen with probability (1 - f/CHECK_ONE_IN)^n (docs/judge.md, "Which calls are checked")."""
+        else with probability 1/CHECK_ONE_IN (EARLY_CHECK_P for a timing that may stop early), drawn from the OS's
+        entropy in this process. The candidate cannot tell a checked call from another until it has returned; a
+        candidate wrong on a fraction f of n timed calls goes unseen with probability (1 - f p)^n (docs/judge.md,
+        "Which calls are checked")."""
         if self.io_bytes[1] < self.cfg.check_all_below_mb * 2**20:
             return True
+        if early:
+            return secrets.randbelow(1 << 16) < int(EARLY_CHECK_P * (1 << 16))
         return secrets.randbelow(CHECK_ONE_IN) == 0
 
     def timed_round(self, label: str, candidate_first: bool, graph: bool, keep: bool, checks: list[bool] | None = None) -> bool:
@@ -571,13 +597,15 @@ class Supervisor:
         checked calls compared. A sample is a round's mean time per call, claimed and on the wall clock: a side has
         every input of the round before its first call, so it could move work between the round's calls (answer
         them all in the first, then copy), which a median over calls would not see and a round's sum does."""
-        inputs = [self.make_inputs() for _ in range(self.round_calls)]  # one list of values per call
+        with self.split("time/round.inputs"):
+            inputs = [self.make_inputs() for _ in range(self.round_calls)]  # one list of values per call
         checks = checks or [True] * self.round_calls
         order = (self.new, self.ref) if candidate_first else (self.ref, self.new)
         records = {side.name: self.call(side, inputs, label=label, graph=graph, seal=checks) for side in order}
-        for i, values in enumerate(inputs):
-            if checks[i]:
-                self.check(values, records["candidate"], records["reference"], f"{label}, call {i + 1}" if len(inputs) > 1 else label, i)
+        with self.split("time/round.check"):
+            for i, values in enumerate(inputs):
+                if checks[i]:
+                    self.check(values, records["candidate"], records["reference"], f"{label}, call {i + 1}" if len(inputs) > 1 else label, i)
         for side, key in ((self.ref, "ref"), (self.new, "new")):
             rec = records[side.name]
             offstream = sum(reply.offstream for reply in rec.replies)
@@ -604,28 +632,35 @@ class Supervisor:
         kernels a candidate left running behind its reply are waited for on its own wall clock,
         never on the reference's.
         """
-        # continued (ask thaws it) and awake before the clock: neither is its time, and its inputs are still old ones
-        self.ask(side, p.Ping(), p.Done, label=label, stop=False)
-        # the GPU is quiet at the start: the pair's fresh inputs may still be being drawn (asynchronous kernels), and the
-        # first side of a pair would pay for them in its window, a cost the other side's window has not (stats.wall_check)
-        self.sync()
+        part = f"{self.status.stage}/call"  # split_s: where a call's time goes in each phase (within its parts, hence '/')
+        with self.split(f"{part}.wake"):
+            # continued (ask thaws it) and awake before the clock: neither is its time, and its inputs are still old ones
+            self.ask(side, p.Ping(), p.Done, label=label, stop=False)
+            # the GPU is quiet at the start: the pair's fresh inputs may still be being drawn (asynchronous kernels), and
+            # the first side of a pair would pay for them in its window, a cost the other's window has not (stats.wall_check)
+            self.sync()
         start = _perf_counter()
-        self.refill(side, inputs)
+        with self.split(f"{part}.inputs"):
+            self.refill(side, inputs)
         sets = side.sets[: len(inputs)]
         request = p.Calls([p.Call(s.args, s.expect, graph) for s in sets])
-        replies = self.ask(side, request, p.CalledEach, label=label, stop=False).calls
+        with self.split(f"{part}.request"):
+            replies = self.ask(side, request, p.CalledEach, label=label, stop=False).calls
         if len(replies) != len(sets):
             raise self.failure(side, self.status.stage, f"{label}: {len(replies)} replies to {len(sets)} calls")
         # both sides seal a checked call, so that their wall windows hold the same work (stats.wall_check)
         seal = seal or [True] * len(sets)
-        seals = [[self.sealer.take(slot) for slot in s.slots] if sealed else [] for s, sealed in zip(sets, seal, strict=True)]
-        self.sync()  # the seals are computed
-        self.drain(side)  # kernels it left queued behind its reply are its own time
+        with self.split(f"{part}.seal"):
+            seals = [[self.sealer.take(slot) for slot in s.slots] if sealed else [] for s, sealed in zip(sets, seal, strict=True)]
+            self.sync()  # the seals are computed
+        with self.split(f"{part}.drain"):
+            self.drain(side)  # kernels it left queued behind its reply are its own time
         wall = (_perf_counter() - start) * 1e3
         # Stopping it is not its time (a sandboxed tree costs more to stop than the reference's process); what
         # it launched before it stopped is: a GPU still busy after the stop is waited for and charged to it.
-        self.freeze(side)
-        wall += self.drain(side) * 1e3
+        with self.split(f"{part}.stop"):
+            self.freeze(side)
+            wall += self.drain(side) * 1e3
         return Record(replies, wall, seals)
 
     def freeze(self, side: Side) -> None:
@@ -950,7 +985,8 @@ class Supervisor:
 
     @contextlib.contextmanager
     def split(self, part: str) -> Iterator[None]:
-        """Seconds spent in one part of a phase (``extra.split_s``)."""
+        """Seconds spent in one part of a phase (``extra.split_s``): ``time.batch`` is a part of the time phase, and a
+        name with a '/' a detail within the parts (``time/call.seal``: sealing outputs, wherever in that phase)."""
         since = _perf_counter()
         try:
             yield
