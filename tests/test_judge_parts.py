@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import subprocess
@@ -220,6 +221,17 @@ def test_timing_takes_min_reps_samples_even_in_rounds_and_stops_by_calls():
     assert few.done(seen(19), elapsed=0.1) and not few.done(seen(18), elapsed=0.1)  # ... or max_reps calls (304)
     calls = Stopper(min_reps=30, max_reps=300, max_time=3.0, rel_err=0.01)
     assert not calls.done(seen(29), elapsed=10.0) and calls.done(seen(30), elapsed=10.0) and calls.done(seen(300), elapsed=0.1)
+
+
+def test_stretches_of_slow_or_fast_rounds_widen_the_speedup_interval():
+    """The same per-round ratios, once in stretches of 8 rounds (a machine slow or fast for a while, as on a 2-vCPU VM)
+    and once shuffled: the batch-means half-width sees the stretches; shuffled, the rounds are as independent."""
+    ratios = [(1.25 if (i // 8) % 2 == 0 else 1.0) * (1 + 0.002 * (i % 5)) for i in range(40)]  # fast in 0-7, 16-23, 32-39
+    shuffled = [ratios[(7 * i) % 40] for i in range(40)]  # 7 is prime to 40: the same ratios, spread out
+    ref = [1.0] * 40
+    lo_s, hi_s, _ = speedup_interval(ref, [1 / r for r in ratios], 1.24)
+    lo_m, hi_m, _ = speedup_interval(ref, [1 / r for r in shuffled], 1.24)
+    assert math.log(hi_s / lo_s) > 1.5 * math.log(hi_m / lo_m) and lo_s < lo_m  # half-widths in log: 0.15 against 0.07
 
 
 def test_big_calls_may_stop_timing_early_only_once_both_medians_are_precise():

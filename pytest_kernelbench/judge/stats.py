@@ -87,20 +87,37 @@ def _median_se(values: list[float]) -> float:
 
 NOISY_Z = 1.96  # a 95% interval
 NOISY_WIDTH = 2.0  # an interval wider than this factor (hi / lo) says nothing about the speedup
+BATCHES = 5  # consecutive blocks of rounds whose medians give the batch-means standard error
+_T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78}  # Student's t, 97.5% quantile, by degrees of freedom (BATCHES - 1 at most)
+
+
+def _half_width(logs: list[float]) -> float:
+    """The 95% half-width of the median of ``logs``, a series in time order: the wider of the estimate for
+    independent rounds (1.96 standard errors from the interquartile range) and the batch-means one (t
+    standard errors of the mean of the medians of BATCHES consecutive blocks), which also holds when a
+    machine is slow or fast for stretches of rounds: on a 2-vCPU VM, one side of a self-judged reference
+    ran 1.8x slower for ten rounds at a time (docs/performance.md, "CPU timing")."""
+    half = NOISY_Z * _median_se(logs)
+    k = min(BATCHES, len(logs) // 4)  # blocks of 4 rounds at least
+    if k >= 2:
+        size = len(logs) // k
+        medians = [statistics.median(logs[i * size : (i + 1) * size]) for i in range(k)]
+        half = max(half, _T975[k - 1] * statistics.stdev(medians) / math.sqrt(k))
+    return half
 
 
 def speedup_interval(ref_ms: list[float], new_ms: list[float], speedup: float) -> tuple[float, float, bool]:
     """A 95% interval around ``speedup`` from the spread of the per-round ratios, and whether it is noisy.
 
     Rounds interleave both sides, so each round's ratio ``ref / new`` shares that moment's machine
-    state; the interval is the speedup times ``exp(+-1.96 * SE)``, SE being the standard error of the
-    median log ratio. Noisy: a gain whose interval reaches 1.0 (it cannot be told from none), or an
-    interval wider than :data:`NOISY_WIDTH`. Fewer than 4 rounds: unknown, so noisy."""
+    state; the interval is the speedup times ``exp(+-half)``, ``half`` being the 95% half-width of the
+    median log ratio (:func:`_half_width`). Noisy: a gain whose interval reaches 1.0 (it cannot be told
+    from none), or an interval wider than :data:`NOISY_WIDTH`. Fewer than 4 rounds: unknown, so noisy."""
     logs = [math.log(r / n) for r, n in zip(ref_ms, new_ms, strict=True) if r > 0 and n > 0]
-    se = _median_se(logs)
-    if not math.isfinite(se) or not math.isfinite(speedup) or speedup <= 0:
+    half = _half_width(logs)
+    if not math.isfinite(half) or not math.isfinite(speedup) or speedup <= 0:
         return 0.0, math.inf, True
-    lo, hi = speedup * math.exp(-NOISY_Z * se), speedup * math.exp(NOISY_Z * se)
+    lo, hi = speedup * math.exp(-half), speedup * math.exp(half)
     return lo, hi, (lo <= 1.0 < speedup) or hi / lo > NOISY_WIDTH
 
 
