@@ -49,6 +49,7 @@ from filelock import Timeout
 
 from ..candidates import builds_cuda_extension, builds_extension
 from ..config import compile_mode
+from . import fused
 from . import protocol as p
 from .assignment import Assignment, describe_exit, read_tail
 from .compare import Sealer, compare_chunked, compare_tensors, digest_value, flatten, values_equal
@@ -294,6 +295,9 @@ class Supervisor:
             if self.device.type == "cuda":  # before any candidate code runs: the GPU is ours and the reference's
                 with self.split("reference.probe_floor"):
                     self._quiet_s = self._probe_floor()
+        if self.device.type == "cuda" and self.io_bytes[1] >= fused.MIN_ELEMENTS * 4:  # big outputs: seals, comparisons
+            with self.split("reference.fused_warm"):  # compiled (or loaded) now, not in a locked phase
+                self.found["extra"]["fused_compare"] = fused.warm(self.device, self.sealer.k1, self.sealer.k2)
 
     def launch_early(self) -> None:
         """Start the candidate's runner now, so that it imports torch (seconds, in a fresh interpreter) while the
