@@ -305,7 +305,9 @@ def test_a_load_inline_candidate_is_judged_with_the_shared_header(tmp_path):
     read-only: the judge's trusted side builds the header while the first's step runs, and all three use it."""
     problem = tiny_problem()
     root = tmp_path / "pch"
-    config = cpu_config(build_dir=str(tmp_path / "builds"), pch_dir=str(root), timeout=300.0)
+    # the first step waits for the header up to a quarter of its time left (KB_PCH_WAIT, at most 180 s): 75 s with a 300 s
+    # limit, and the header took 72 s here on an idle machine, longer on a loaded CI one (its first step then gave up)
+    config = cpu_config(build_dir=str(tmp_path / "builds"), pch_dir=str(root), timeout=900.0)
     outcomes = []
     for offset in ("0", "1", "2"):
         source = CPP_CANDIDATE.replace("OFFSET", offset)
