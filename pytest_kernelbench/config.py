@@ -119,7 +119,8 @@ class EvalConfig:
         self.max_reps = self.max_reps or (300 if gpu else 50)
         self.max_time = self.max_time or (3.0 if gpu else 2.0)
         if self.timing_min_reps > self.max_reps:  # the stopping rule would stop at max_reps calls short of min_reps samples
-            raise KernelBenchUsageError(f"min_reps {self.timing_min_reps} is above max_reps {self.max_reps}: give max_reps at least min_reps")
+            raise KernelBenchUsageError(
+                f"min_reps {self.timing_min_reps} is above max_reps {self.max_reps}: give max_reps at least min_reps")
         self.lock_dir = self.lock_dir or str(default_lock_dir())
         self.worker_start = self.worker_start or os.environ.get("KB_WORKER_START") or (
             "forkserver" if sys.platform.startswith("linux") else "spawn")

@@ -11,7 +11,8 @@ every difference finite and within ``atol + rtol * |ref|``; anything else is lef
 :mod:`.compare`'s exact path, which reads the slot again.
 
 Used where triton imports, for float32 tensors of at least :data:`MIN_ELEMENTS` on a GPU; the kernels
-compile into the judge's own cache folder (read-only to sandboxed candidates, like the build cache).
+compile into the judge's own cache folder unless ``TRITON_CACHE_DIR`` is set (read-only to sandboxed
+candidates, like the build cache; every runner gets a ``TRITON_CACHE_DIR`` of its own: sandbox.runner_env).
 """
 
 from __future__ import annotations

@@ -609,7 +609,8 @@ class Supervisor:
         with self.split("time/round.check"):
             for i, values in enumerate(inputs):
                 if checks[i]:
-                    self.check(values, records["candidate"], records["reference"], f"{label}, call {i + 1}" if len(inputs) > 1 else label, i)
+                    name = f"{label}, call {i + 1}" if len(inputs) > 1 else label
+                    self.check(values, records["candidate"], records["reference"], name, i)
         for side, key in ((self.ref, "ref"), (self.new, "new")):
             rec = records[side.name]
             offstream = sum(reply.offstream for reply in rec.replies)
