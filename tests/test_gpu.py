@@ -72,6 +72,31 @@ def test_judges_share_the_device_for_untimed_work_and_take_turns_to_time(tmp_pat
     assert all(r.stage_seconds["run"] < 30 for r in results), [r.stage_seconds for r in results]
 
 
+def test_a_first_call_that_compiles_on_big_inputs_gets_a_warm_up_step_of_its_own():
+    """A candidate whose first call takes seconds (a stand-in for Triton's JIT and autotune), on a problem whose inputs
+    and outputs are 3 GB each: the call runs in a shared phase admitted for the candidate alone, before the trials,
+    whose admission (both sides' buffers) is over twice as big; the trials then find it warm."""
+    import dataclasses
+
+    from pytest_kernelbench.candidates import Candidate
+
+    rows = (3 << 30) // (128 * 4)  # 128 float32 features: 3 GB of input and as much output
+    source = tiny_problem().source.replace("torch.randn(32, features)", f"torch.randn({rows}, features)")
+    big = dataclasses.replace(tiny_problem(), source=source)
+    slow_first = broken("correct").source.replace(
+        "    def forward(self, x):",
+        "    compiled = False\n\n    def forward(self, x):\n"
+        "        if not ModelNew.compiled:\n            import time\n            time.sleep(3.0)\n            ModelNew.compiled = True\n",
+    )
+    assert "time.sleep(3.0)" in slow_first
+    result = evaluate(big, Candidate(slow_first, "", "slow-first-call"), EvalConfig(device="cuda", timeout=180))
+    assert result.outcome is Outcome.CORRECT, result.message
+    split = result.extra["split_s"]
+    assert result.extra.get("warm_step") is True, result.extra
+    assert split["run.warm"] >= 3.0, split
+    assert split["run/call.request"] < 2.0, split  # the trials' candidate calls: none of them compiled
+
+
 def test_a_profiled_judge_keeps_a_per_kernel_time_table():
     result = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120, profile=True))
     assert result.outcome is Outcome.CORRECT, result.message

@@ -87,6 +87,9 @@ CANDIDATE_FAILURE = {"compile": "compile_error", "init": "init_error", "run": "r
                      "trace": "runtime_error", "time": "runtime_error"}  # fmt: skip
 ADMISSION_MARGIN_BYTES = 1 << 30  # a CUDA context, cuBLAS workspaces, Triton's first compiles
 JIT_CACHE_BYTES = 2 << 30  # a candidate's Triton and inductor caches beyond this are emptied after its judge
+# A candidate's first call gets a shared phase of its own (warm_up) where the trials' admission is at least this many
+# times the candidate's alone; KB_WARM_STEP=0 leaves it in the first trial
+WARM_STEP_RATIO = 2.0
 WARMUP_UNLOCKED_BYTES = 1 << 30  # a compile-mode warm-up with bigger inputs holds the device lock (8 workers ran an H100 out of memory)
 POLL = 0.25
 CACHED_BUILD_WAIT_S = 2.0  # launch_early: how long a judge waits for a build folder's lock held by a pool's quick check
@@ -239,6 +242,7 @@ class Supervisor:
                 self.reference()
                 self.compile()
                 self.init()
+                self.warm_up()
                 self.trials()
                 if self.cpu_check:
                     raise self.checked()
@@ -434,6 +438,21 @@ class Supervisor:
     def init(self) -> None:
         with self.device_phase("init", shared=True):
             self.ask(self.new, p.Init(self.encode(self.new, self.init_values).args, self.cfg.seed, self.cfg.ref_mode), p.Done)
+
+    def warm_up(self) -> None:
+        """The candidate's first call (Triton JIT and autotune, inductor, graph capture: seconds of CPU) on fresh inputs,
+        untimed and unchecked, in a shared phase admitted for the candidate's own footprint (:meth:`warm_bytes`) rather
+        than for both sides' buffers. On a GPU, where that admission is at most 1/WARM_STEP_RATIO of the trials': for level
+        1's multi-GB problems the trials' admits one judge at a time on 80 GB, and a first call that compiled there held
+        every other judge's trials behind it (docs/performance.md, "Eleventh session"). Its output is not looked at:
+        every later call gets fresh inputs, so nothing it could keep from this one is of use."""
+        need = self.warm_bytes()
+        if self.device.type != "cuda" or os.environ.get("KB_WARM_STEP", "1") == "0" or self.admission_bytes() < WARM_STEP_RATIO * need:
+            return
+        with self.device_phase("run", shared=True, need=need), self.split("run.warm"):
+            self.new.sets = self.encode_sets(self.new, [self.make_inputs()])
+            self.ask(self.new, p.Call(self.new.args, None), p.Called, label="warm-up call (untimed)")
+        self.found["extra"]["warm_step"] = True
 
     def trials(self) -> None:
         """Correctness trials, fresh inputs each; then the operator trace of one more call."""
@@ -947,9 +966,10 @@ class Supervisor:
         return lost
 
     @contextlib.contextmanager
-    def device_phase(self, stage: str, shared: bool = False) -> Iterator[None]:
+    def device_phase(self, stage: str, shared: bool = False, need: int | None = None) -> Iterator[None]:
         """Hold the device for one phase, exclusively or (untimed work) shared with other judges under
-        memory admission (:mod:`.locking`); free every buffer of the phase before letting go."""
+        memory admission (:mod:`.locking`: ``need`` bytes, else :meth:`admission_bytes`); free every buffer
+        of the phase before letting go."""
         self.status.enter("wait_lock")
         key = self.found["device_name"] + (f":{_device_uuid(self.device)}" if self.device.type == "cuda" else "")
         lock = device_lock(self.cfg.lock_dir, key if self.device.type == "cuda" else "cpu")
@@ -957,7 +977,7 @@ class Supervisor:
         with contextlib.ExitStack() as held:
             try:
                 if shared and self.device.type == "cuda":
-                    held.enter_context(admitted(lock, self.admission_bytes(), self.free_device_bytes, self.cfg.lock_timeout))
+                    held.enter_context(admitted(lock, need or self.admission_bytes(), self.free_device_bytes, self.cfg.lock_timeout))
                 lock.acquire(timeout=self.cfg.lock_timeout, shared=shared, announce=None if shared else self.exclusive_need(stage))
             except Timeout:
                 raise Verdict("harness_error", f"could not take the device lock {lock.lock_file} in {self.cfg.lock_timeout:g} s") from None
@@ -1054,6 +1074,12 @@ class Supervisor:
         multi-GB problems out of memory), and a context's worth for workspaces and first compiles."""
         inputs, outputs = self.io_bytes
         return 2 * self.ref_peak_bytes + 3 * inputs + 2 * outputs + ADMISSION_MARGIN_BYTES
+
+    def warm_bytes(self) -> int:
+        """What the candidate's first call alone may add to the device (:meth:`warm_up`): its runner's working memory
+        (taken as the reference's peak, as in :meth:`admission_bytes`), its inputs in a shared buffer, the fresh inputs
+        they are copied from, and a context's worth for first compiles."""
+        return self.ref_peak_bytes + 2 * self.io_bytes[0] + ADMISSION_MARGIN_BYTES
 
     def sync(self) -> None:
         if self.device.type == "cuda":
