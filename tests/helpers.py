@@ -74,3 +74,19 @@ def closed_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}/v1"
+
+
+def small_build(name: str, code: str = 'extern "C" int kb_one() { return 1; }') -> str:
+    """Candidate source that its build step compiles as a load_inline extension is (the word gives it a build step; the
+    library lands in its own folder of TORCH_EXTENSIONS_DIR, where the build cache finds it; the judged runner, which
+    sees that folder read-only, only loads it), without torch's headers: a torch extension takes half a minute and
+    more to compile on 2 cores, where this takes a fraction of a second. Defines ``_lib``, the library's path."""
+    return f"""
+# (mentions load_inline, so the judge gives it a build step)
+import os as _os, pathlib as _pl, subprocess as _sp
+_lib = _pl.Path(_os.environ["TORCH_EXTENSIONS_DIR"], "{name}", "{name}.so")
+if not _lib.exists():
+    _lib.parent.mkdir(exist_ok=True)
+    _lib.with_suffix(".cpp").write_text({code!r} + "\\n")
+    _sp.run([_os.environ.get("CXX", "g++"), "-O2", "-shared", "-fPIC", str(_lib.with_suffix(".cpp")), "-o", str(_lib)], check=True)
+"""

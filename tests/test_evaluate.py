@@ -298,7 +298,6 @@ def test_fewer_timed_calls_at_most_than_samples_at_least_is_a_usage_error():
     assert cpu_config(min_reps=50).max_reps == 50
 
 
-@pytest.mark.slow
 def test_a_build_step_stops_while_another_evaluation_times_on_the_cpu(tmp_path):
     """A compiler sharing the cores with timed calls skews them: a build in flight waits, stopped,
     while a CPU timing phase's marker (a live supervisor's pid in the lock folder) is there."""
@@ -306,13 +305,15 @@ def test_a_build_step_stops_while_another_evaluation_times_on_the_cpu(tmp_path):
     import threading
     import time
 
-    from helpers import REPO
+    from helpers import REPO, small_build
     from pytest_kernelbench.candidates import Candidate
     from pytest_kernelbench.judge.locking import cpu_timing_holder, mark_cpu_timing
     from pytest_kernelbench.problems import problem_from_path
 
     problem = problem_from_path(REPO / "problems" / "mini" / "1_LeakyReluScale.py")
-    source = (REPO / "solutions" / "mini" / "1_LeakyReluScale.cpu.py").read_text() + "\n# a build of its own\n"
+    # its build step runs a compiler on a small library: what is compiled does not matter to a stopped process tree
+    source = (REPO / "problems" / "mini" / "1_LeakyReluScale.py").read_text().replace("class Model(", "class ModelNew(")
+    source += small_build("kb_stopped")
     config = cpu_config(lock_dir=str(tmp_path / "locks"), build_dir=str(tmp_path / "builds"), pch_dir="off", timeout=300.0)
     timer = subprocess.Popen(["sleep", "600"])  # stands in for the supervisor that times
     (tmp_path / "locks").mkdir()
@@ -329,7 +330,8 @@ def test_a_build_step_stops_while_another_evaluation_times_on_the_cpu(tmp_path):
         assert cpu_timing_holder(config.lock_dir) is None  # its writer is gone: a stale marker holds nothing
         thread.join(300)
         assert done and done[0].outcome.value == "correct", done and done[0].message
-        assert done[0].stage_seconds.get("paused", 0.0) > 10  # stopped, and not charged to the candidate
+        # stopped, and not charged to the candidate (the 20 s less the supervisor's start: 12 s on a loaded 2-core machine)
+        assert done[0].stage_seconds.get("paused", 0.0) > 5
         assert list((tmp_path / "builds").rglob("*.so"))
     finally:
         timer.kill()

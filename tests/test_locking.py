@@ -9,7 +9,7 @@ import time
 import pytest
 from filelock import Timeout
 
-from helpers import REPO, broken, cpu_config, tiny_problem
+from helpers import REPO, broken, cpu_config, small_build, tiny_problem
 from pytest_kernelbench.judge.controller import evaluate
 from pytest_kernelbench.judge.locking import device_lock
 from pytest_kernelbench.outcome import Outcome
@@ -214,7 +214,6 @@ def test_a_long_first_call_steps_aside_for_another_judges_timing_and_is_still_ju
     assert quick_result.stage_seconds.get("wait_lock", 0) < 3.0  # not the whole 6 s first call
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("rank", [None, 3], ids=["the judge's own build", "a pool build with 3 queued ahead"])
 def test_a_build_step_and_its_compilers_run_at_a_lower_priority_than_the_judges(tmp_path, rank):
     """A pool build is a step lower for each build queued ahead of it, so that a cold pool's first builds finish first."""
@@ -222,11 +221,12 @@ def test_a_build_step_and_its_compilers_run_at_a_lower_priority_than_the_judges(
     from pytest_kernelbench.judge.runner import BUILD_NICE
     from pytest_kernelbench.problems import problem_from_path
 
-    source = (REPO / "solutions" / "mini" / "1_LeakyReluScale.cpu.py").read_text()
+    # its build step compiles a small library (a torch extension would take half a minute and more on 2 cores)
+    source = (REPO / "problems" / "mini" / "1_LeakyReluScale.py").read_text().replace("class Model(", "class ModelNew(")
+    source += small_build("kb_nice")
     probe = ("import os as _os, pathlib as _pl\ntry:\n"
              "    _pl.Path(_os.environ['TORCH_EXTENSIONS_DIR'], 'nice.txt').write_text(str(_os.nice(0)))\n"
              "except OSError:\n    pass  # the judged runner sees the build folder read-only\n")  # fmt: skip
-    # a C++ build on a loaded 2-core machine (and a cold PCH root) can take over a minute: not what this test is about
     config = cpu_config(lock_dir=str(tmp_path / "locks"), build_dir=str(tmp_path / "builds"), timeout=300.0)
     problem, candidate = problem_from_path(REPO / "problems" / "mini" / "1_LeakyReluScale.py"), Candidate(probe + source, "", "nice")
     if rank is not None:  # as build.pool.Prebuilder runs it; the judge below then finds the build cached

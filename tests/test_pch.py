@@ -301,26 +301,27 @@ class ModelNew(torch.nn.Module):
 
 @pytest.mark.slow
 def test_a_load_inline_candidate_is_judged_with_the_shared_header(tmp_path):
-    """Three candidates with different binding files, each built in its sandbox where the header folder is
-    read-only: the judge's trusted side builds the header while the first's step runs, and all three use it."""
+    """Two candidates with different binding files, each built in its sandbox where the header folder is
+    read-only: the judge's trusted side builds the header while the first's step runs, and both use it (a third
+    showed nothing more and cost a C++ build: half a minute on 2 cores)."""
     problem = tiny_problem()
     root = tmp_path / "pch"
     # the first step waits for the header up to a quarter of its time left (KB_PCH_WAIT, at most 180 s): 75 s with a 300 s
     # limit, and the header took 72 s here on an idle machine, longer on a loaded CI one (its first step then gave up)
     config = cpu_config(build_dir=str(tmp_path / "builds"), pch_dir=str(root), timeout=900.0)
     outcomes = []
-    for offset in ("0", "1", "2"):
+    for offset in ("0", "1"):
         source = CPP_CANDIDATE.replace("OFFSET", offset)
         outcomes.append(evaluate(problem, Candidate(source, "", f"offset={offset}"), config))
-    assert [r.outcome.value for r in outcomes] == ["correct"] * 3, [r.message[-800:] for r in outcomes]
+    assert [r.outcome.value for r in outcomes] == ["correct"] * 2, [r.message[-800:] for r in outcomes]
     events = _events(root)
-    assert [e["event"] for e in events] == ["built", "used", "used", "used"], events
-    assert len({e["source"] for e in events[1:]}) == 3
-    assert [r.extra["pch"] for r in outcomes] == [{"built": 1, "used": 1}, {"used": 1}, {"used": 1}]
+    assert [e["event"] for e in events] == ["built", "used", "used"], events
+    assert len({e["source"] for e in events[1:]}) == 2
+    assert [r.extra["pch"] for r in outcomes] == [{"built": 1, "used": 1}, {"used": 1}]
     # A re-judge loads the cached library: no build step, and its old requests are not served again.
     again = evaluate(problem, Candidate(CPP_CANDIDATE.replace("OFFSET", "0"), "", "offset=0"), config)
     assert again.outcome.value == "correct" and again.extra["build_cached"] is True
     assert "pch" not in again.extra and "pch" not in again.stage_seconds
-    assert len(_events(root)) == 4
+    assert len(_events(root)) == 3
     ninja = next((tmp_path / "builds").glob("*/kb_pch_probe/build.ninja")).read_text()
     assert f"cxx = {next(root.glob('cc-*/g++'))}" in ninja

@@ -23,25 +23,30 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptio
 
 RELU_OK = "import torch\n\n\ndef relu_kernel_impl(x):\n    return torch.where(x > 0, x, torch.zeros_like(x))\n"
 ADD_WRONG = "def add__Tensor_kernel_impl(a, b, alpha=1):\n    return a - alpha * b\n"
-RELU_CPP = '''import torch
-from torch.utils.cpp_extension import load_inline
+RELU_CPP = '''import ctypes
+import os
+import pathlib
+import subprocess
 
-_cpp = r"""
-#include <torch/extension.h>
-torch::Tensor relu_cpp(torch::Tensor x) {
-    auto xc = x.contiguous();
-    auto out = torch::empty_like(xc);
-    const float* src = xc.data_ptr<float>();
-    float* dst = out.data_ptr<float>();
-    for (int64_t i = 0; i < xc.numel(); ++i) dst[i] = src[i] > 0.f ? src[i] : 0.f;
-    return out;
-}
-"""
-_ext = load_inline(name="kb_test_suite_relu_cpp", cpp_sources=_cpp, functions=["relu_cpp"], verbose=False)
+import torch
+
+# Built as a load_inline extension is (the word puts it in a build step, which compiles it; the judged runner loads the
+# build, read-only), but without torch's headers: a plain C++ function through ctypes. A torch extension takes a minute
+# and more to compile on 2 cores, and what is compiled does not matter to whether it is built once.
+_lib = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"], "kb_test_suite_relu_cpp", "kb_test_suite_relu_cpp.so")
+if not _lib.exists():
+    _lib.parent.mkdir(exist_ok=True)
+    _lib.with_suffix(".cpp").write_text(
+        'extern "C" void relu_cpp(const float* x, float* y, long n) { for (long i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f; }\\n')
+    subprocess.run([os.environ.get("CXX", "g++"), "-O2", "-shared", "-fPIC", str(_lib.with_suffix(".cpp")), "-o", str(_lib)], check=True)
+_relu = ctypes.CDLL(str(_lib)).relu_cpp
 
 
 def relu_kernel_impl(x):
-    return _ext.relu_cpp(x)
+    xc = x.contiguous()
+    out = torch.empty_like(xc)
+    _relu(ctypes.c_void_p(xc.data_ptr()), ctypes.c_void_p(out.data_ptr()), ctypes.c_long(xc.numel()))
+    return out
 '''
 
 
@@ -292,7 +297,6 @@ def test_suite_options_that_do_not_fit_are_one_line_errors(pytester):
     result.stderr.fnmatch_lines(["ERROR: --ops, --backend-dir and --op-dtype go with --suite smoke|opinfo*"])
 
 
-@pytest.mark.slow
 def test_a_cpp_implementation_is_built_once_for_all_of_its_evaluations(pytester):
     ops = backend_dir(pytester.path / "ops", {"relu/relu_implementation.py": RELU_CPP})
     report = pytester.path / "kb.json"
