@@ -537,6 +537,8 @@ def entry(argv: list[str] | None = None) -> None:
 def _search_device(device: str | None, language: str | None) -> str:
     """The search's judge device: as asked, except that a search for GPU kernels (--device cuda, or --language cuda or
     triton) where no GPU is visible checks its candidates with --device cpu-check, so its fix loop still makes progress."""
+    if device in ("cpu", "cpu-check"):  # nothing to ask torch (seconds to import: the judges import it themselves)
+        return device
     import torch
 
     gpu_search = device == "cuda" or (device is None and (language or "").lower() in ("cuda", "triton"))
@@ -544,6 +546,8 @@ def _search_device(device: str | None, language: str | None) -> str:
 
 
 def _pick_device(device: str | None) -> str:
+    if device in ("cpu", "cpu-check"):
+        return device
     import torch
 
     from pytest_kernelbench.errors import KernelBenchUsageError

@@ -159,9 +159,10 @@ def load_environment(
     ids = parse_id_ranges(",".join(map(str, problems)) if isinstance(problems, list) else problems)
     datasets = dataset_specs([dataset] if isinstance(dataset, str) else dataset)
     chosen = select_problems(parse_levels(level), ids, datasets, subset=load_subset(subset))
-    import torch
+    if not device:  # only then ask torch (seconds to import; the judges import it themselves)
+        import torch
 
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     config = EvalConfig(device=device, **(judge or {}))
     target = Target(normalize_language(language, device), device, config.atol, config.rtol)
     from datasets import Dataset

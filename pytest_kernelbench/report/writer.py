@@ -7,6 +7,7 @@ SIGKILL keeps everything judged before it stopped.
 from __future__ import annotations
 
 import datetime as _dt
+import importlib.util
 import json
 import os
 import platform
@@ -22,13 +23,16 @@ SCHEMA = "pytest-kernelbench/report/1"
 def environment(device: str) -> dict[str, Any]:
     """Device and versions of the process that drives the run (workers add their own per result)."""
     env: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform(), "device": device}
+    if not device.startswith("cuda"):  # torch's version file alone: importing torch takes seconds, and the judges do
+        env.update(_torch_version_file())
+        return env
     try:
         import torch
 
         env["torch"] = torch.__version__
         if torch.version.cuda:
             env["cuda"] = torch.version.cuda
-        if device.startswith("cuda") and torch.cuda.is_available():
+        if torch.cuda.is_available():
             index = int(device.partition(":")[2] or 0)
             props = torch.cuda.get_device_properties(index)
             env["gpu"] = props.name
@@ -37,6 +41,23 @@ def environment(device: str) -> dict[str, Any]:
     except ImportError:
         pass
     return env
+
+
+def _torch_version_file() -> dict[str, str]:
+    """torch's version and CUDA version from the ``torch/version.py`` that its installer writes, without importing torch."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    found: dict[str, Any] = {}
+    try:
+        path = Path(next(iter(spec.submodule_search_locations))) / "version.py"
+        exec(compile(path.read_text(), str(path), "exec"), found)  # noqa: S102 - the installed package's own file
+    except (OSError, SyntaxError, ImportError, StopIteration):
+        return {}
+    versions = {"torch": str(found["__version__"])} if found.get("__version__") else {}
+    if found.get("cuda"):
+        versions["cuda"] = str(found["cuda"])
+    return versions
 
 
 class ReportWriter:
