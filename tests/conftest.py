@@ -2,13 +2,13 @@
 
 import os
 
-from pytest_kernelbench.config import default_cache_dir
-
 
 def pytest_configure(config):
-    # pytester runs get a temporary HOME, so each would build its own precompiled torch/extension.h
-    # (~1 min, 0.75 GB). One shared root serves them all: a .gch is keyed by compiler, flags and header.
-    os.environ.setdefault("KB_PCH_DIR", str(default_cache_dir() / "pch"))
+    # No shared precompiled torch/extension.h unless a test asks for one (tests/test_pch.py, each with a root of its own).
+    # The judge builds a missing header at the first request for its flags: 85 CPU-seconds on CI's 2-core machine, more
+    # than the plain compile (about 55) of a test's one or two builds with those flags; a CI rehearsal at fd75a47 built
+    # three such headers (the build-cache test's, the bundled solutions' two) in a cold shared root.
+    os.environ.setdefault("KB_PCH_DIR", "off")
 
 
 def pytest_collection_modifyitems(config, items):
