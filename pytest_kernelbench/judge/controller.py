@@ -93,6 +93,9 @@ def supervisor_env(config: EvalConfig) -> dict[str, str]:
     if prefix:
         env["PYTHONPYCACHEPREFIX"] = prefix
     env.update(TIMING_ENV)  # the reference's runner thread lives here: the same allocator and threads as a runner process
+    # the fork server sizes inputs on the meta device ahead (forkserver.warm_meta: sympy and torch's decompositions, 2 CPU-
+    # seconds on CI's machine) for GPU judges only: a CPU supervisor never sizes them (no memory admission)
+    env[forkserver.WARM_META_ENV] = "1" if config.device == "cuda" else "0"
     return env
 
 

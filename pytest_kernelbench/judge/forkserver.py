@@ -250,6 +250,9 @@ def _fork_supervisor(request: dict[str, Any], reply_fd: int, server_pid: int) ->
     return 0  # unreachable
 
 
+WARM_META_ENV = "KB_WARM_META"  # "0": the judges this server forks never size inputs on the meta device (CPU judges)
+
+
 def warm_meta() -> None:
     """A supervisor sizes a problem's inputs on the meta device (``input_bytes``), and a first random tensor there
     imports torch's decompositions and sympy: 0.3 s with warm caches, 3 s on a fresh H100 machine, in every
@@ -274,7 +277,8 @@ def serve() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a missing optional module only costs its import later
             pass
-    warm_meta()
+    if os.environ.get(WARM_META_ENV, "1") != "0":
+        warm_meta()
 
     def reply(line: str) -> None:
         os.write(reply_fd, (line + "\n").encode())
