@@ -121,3 +121,17 @@ def test_wide_terminal_keeps_each_name_on_one_line():
     text = render_summary([result(name, Outcome.CORRECT, 1.5) for name in LONG_NAMES], verbose=True, width=200)
     for name in LONG_NAMES:
         assert any(name in line for line in text.splitlines())
+
+
+def test_a_cpu_run_reads_torchs_version_from_its_version_file_without_importing_it():
+    import subprocess
+    import sys
+
+    import torch
+
+    from pytest_kernelbench.report.writer import environment
+
+    env = environment("cpu")
+    assert env["torch"] == torch.__version__ and env.get("cuda") == torch.version.cuda and env["device"] == "cpu"
+    probe = "import sys; from pytest_kernelbench.report.writer import environment as e; e('cpu'); print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"
