@@ -537,16 +537,17 @@ def entry(argv: list[str] | None = None) -> None:
 def _search_device(device: str | None, language: str | None) -> str:
     """The search's judge device: as asked, except that a search for GPU kernels (--device cuda, or --language cuda or
     triton) where no GPU is visible checks its candidates with --device cpu-check, so its fix loop still makes progress."""
-    if device in ("cpu", "cpu-check"):  # nothing to ask torch (seconds to import: the judges import it themselves)
-        return device
-    import torch
-
     gpu_search = device == "cuda" or (device is None and (language or "").lower() in ("cuda", "triton"))
-    return "cpu-check" if gpu_search and not torch.cuda.is_available() else _pick_device(device)
+    if gpu_search:
+        import torch
+
+        if not torch.cuda.is_available():
+            return "cpu-check"
+    return _pick_device(device)
 
 
 def _pick_device(device: str | None) -> str:
-    if device in ("cpu", "cpu-check"):
+    if device in ("cpu", "cpu-check"):  # nothing to ask torch (seconds to import: the judges import it themselves)
         return device
     import torch
 

@@ -323,15 +323,14 @@ def test_a_build_step_stops_while_another_evaluation_times_on_the_cpu(tmp_path):
     thread = threading.Thread(target=lambda: done.append(evaluate(problem, Candidate(source, "", "c++"), config, build_only=True)))
     try:
         thread.start()
-        time.sleep(20)  # far longer than starting a build step; the compile itself is stopped
+        time.sleep(25)  # far longer than starting a build step (12 s on a loaded 2-core machine); the compile itself is stopped
         assert not done and not list((tmp_path / "builds").rglob("*.so"))
         timer.kill()
         timer.wait()
         assert cpu_timing_holder(config.lock_dir) is None  # its writer is gone: a stale marker holds nothing
         thread.join(300)
         assert done and done[0].outcome.value == "correct", done and done[0].message
-        # stopped, and not charged to the candidate (the 20 s less the supervisor's start: 12 s on a loaded 2-core machine)
-        assert done[0].stage_seconds.get("paused", 0.0) > 5
+        assert done[0].stage_seconds.get("paused", 0.0) > 10  # stopped, and not charged to the candidate
         assert list((tmp_path / "builds").rglob("*.so"))
     finally:
         timer.kill()

@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch  # imported before pytester snapshots sys.modules: torch must not be imported twice
 
+from helpers import small_build
 from pytest_kernelbench.errors import KernelBenchUsageError
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.result import EvalResult, TimingStats
@@ -23,23 +24,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptio
 
 RELU_OK = "import torch\n\n\ndef relu_kernel_impl(x):\n    return torch.where(x > 0, x, torch.zeros_like(x))\n"
 ADD_WRONG = "def add__Tensor_kernel_impl(a, b, alpha=1):\n    return a - alpha * b\n"
-RELU_CPP = '''import ctypes
-import os
-import pathlib
-import subprocess
-
-import torch
-
-# Built as a load_inline extension is (the word puts it in a build step, which compiles it; the judged runner loads the
-# build, read-only), but without torch's headers: a plain C++ function through ctypes. A torch extension takes a minute
-# and more to compile on 2 cores, and what is compiled does not matter to whether it is built once.
-_lib = pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"], "kb_test_suite_relu_cpp", "kb_test_suite_relu_cpp.so")
-if not _lib.exists():
-    _lib.parent.mkdir(exist_ok=True)
-    _lib.with_suffix(".cpp").write_text(
-        'extern "C" void relu_cpp(const float* x, float* y, long n) { for (long i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f; }\\n')
-    subprocess.run([os.environ.get("CXX", "g++"), "-O2", "-shared", "-fPIC", str(_lib.with_suffix(".cpp")), "-o", str(_lib)], check=True)
-_relu = ctypes.CDLL(str(_lib)).relu_cpp
+# Built as a load_inline extension is (the build step compiles it; the judged runner loads the build, read-only), but
+# without torch's headers: a plain C++ function through ctypes. What is compiled does not matter to whether it is built once.
+RELU_CPP = "import ctypes\n\nimport torch\n" + small_build(
+    "kb_test_suite_relu_cpp",
+    'extern "C" void relu_cpp(const float* x, float* y, long n) { for (long i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f; }',
+) + '''_relu = ctypes.CDLL(str(_lib)).relu_cpp
 
 
 def relu_kernel_impl(x):

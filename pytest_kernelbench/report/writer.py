@@ -52,7 +52,7 @@ def _torch_version_file() -> dict[str, str]:
     try:
         path = Path(next(iter(spec.submodule_search_locations))) / "version.py"
         exec(compile(path.read_text(), str(path), "exec"), found)  # noqa: S102 - the installed package's own file
-    except (OSError, SyntaxError, ImportError, StopIteration):
+    except (OSError, SyntaxError, ImportError):
         return {}
     versions = {"torch": str(found["__version__"])} if found.get("__version__") else {}
     if found.get("cuda"):
