@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 
+from pytest_kernelbench.config import cuda_available, pick_device
 from pytest_kernelbench.problems import DATASET_ENV
 
 app = typer.Typer(help="KernelBench agent tools: judge candidates, run agent searches.", no_args_is_help=True, add_completion=False)
@@ -83,7 +84,7 @@ def eval_command(
         if not solution_file.is_file():
             raise KernelBenchUsageError(f"{solution_file}: no such solution file")
         problem = problem_from_path(problem_file)
-        device = _pick_device(values.pop("device", None))
+        device = pick_device(values.pop("device", None))
         config = _eval_config(device, values)
     except (KernelBenchUsageError, _BadInput) as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -161,7 +162,7 @@ def serve_command(
     options = ServeOptions(host, port, token or None, state, workers, queue, request_timeout, level, subset, list(dataset), log_level,
                            allow_problem_code)  # fmt: skip
     try:
-        device = _pick_device(values.pop("device", None))
+        device = pick_device(values.pop("device", None))
         _eval_config(device, values)  # the service's judge options, checked once
         serve(options, device, values)
     except (_BadInput, KernelBenchUsageError, ServeError) as exc:
@@ -538,24 +539,9 @@ def _search_device(device: str | None, language: str | None) -> str:
     """The search's judge device: as asked, except that a search for GPU kernels (--device cuda, or --language cuda or
     triton) where no GPU is visible checks its candidates with --device cpu-check, so its fix loop still makes progress."""
     gpu_search = device == "cuda" or (device is None and (language or "").lower() in ("cuda", "triton"))
-    if gpu_search:
-        import torch
-
-        if not torch.cuda.is_available():
-            return "cpu-check"
-    return _pick_device(device)
-
-
-def _pick_device(device: str | None) -> str:
-    if device in ("cpu", "cpu-check"):  # nothing to ask torch (seconds to import: the judges import it themselves)
-        return device
-    import torch
-
-    from pytest_kernelbench.errors import KernelBenchUsageError
-
-    if device == "cuda" and not torch.cuda.is_available():
-        raise KernelBenchUsageError("--device cuda: no CUDA device is visible; use --device cpu")
-    return device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if gpu_search and not cuda_available():
+        return "cpu-check"
+    return pick_device(device)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from kbagent.extract import extract_code
 from kbagent.feedback import NO_CODE_OUTCOME, feedback_text, no_code_feedback
 from kbagent.prompts import Target, code_messages, first_line, normalize_language
 from pytest_kernelbench.candidates import Candidate
-from pytest_kernelbench.config import EvalConfig
+from pytest_kernelbench.config import EvalConfig, cuda_available
 from pytest_kernelbench.problems import Problem, dataset_specs, load_subset, parse_id_ranges, parse_levels, select_problems
 
 TURNS = "kb_turns"  # state key: one record per judged turn
@@ -159,10 +159,8 @@ def load_environment(
     ids = parse_id_ranges(",".join(map(str, problems)) if isinstance(problems, list) else problems)
     datasets = dataset_specs([dataset] if isinstance(dataset, str) else dataset)
     chosen = select_problems(parse_levels(level), ids, datasets, subset=load_subset(subset))
-    if not device:  # only then ask torch (seconds to import; the judges import it themselves)
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if not device:
+        device = "cuda" if cuda_available() else "cpu"
     config = EvalConfig(device=device, **(judge or {}))
     target = Target(normalize_language(language, device), device, config.atol, config.rtol)
     from datasets import Dataset

@@ -38,6 +38,27 @@ MODES = ("eager", "compile", *(f"compile:{m}" for m in INDUCTOR_MODES), "tensorr
 PIKE_LEVELS = ("0", "3-metr", "3-metr-old", "5")
 REF_MODES = ("eval", "train")
 DEVICES = ("cpu", "cuda", "cpu-check")
+# A GPU torch can use has one of these device nodes (NVIDIA's driver; ROCm; WSL's CUDA); without any of them
+# torch.cuda.is_available() is False, and importing torch to hear it costs seconds (3.9 CPU-s on CI's machine).
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+
+
+def cuda_available() -> bool:
+    """``torch.cuda.is_available()``, without importing torch on a Linux machine that has no GPU device node."""
+    if sys.platform.startswith("linux") and not any(os.path.exists(node) for node in GPU_DEVICE_NODES):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def pick_device(requested: str | None) -> str:
+    """The judge's device: as asked (``cuda`` only where one is visible), else cuda where one is, else cpu."""
+    if requested in ("cpu", "cpu-check"):  # nothing to ask torch: the judges import it themselves
+        return requested
+    if requested == "cuda" and not cuda_available():
+        raise KernelBenchUsageError("--device cuda: no CUDA device is visible (torch.cuda.is_available() is False); use --device cpu")
+    return requested or ("cuda" if cuda_available() else "cpu")
 
 
 def compile_mode(mode: str) -> str:

@@ -2,6 +2,8 @@
 
 import json
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -247,3 +249,13 @@ def test_xdist_workers_spread_over_the_visible_gpus(monkeypatch, worker, gpus, e
     if worker:
         monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
     assert _device_index(None) == expected
+
+
+@pytest.mark.parametrize(("nodes", "imports_torch"), [(("/nonexistent/nvidiactl",), False), (("/dev/null",), True)])
+def test_the_default_device_asks_torch_only_where_a_gpu_device_node_exists(nodes, imports_torch):
+    """Without --device the judge takes cuda where torch sees one; on a machine without any GPU driver's device node
+    that is cpu, decided without importing torch in the driving process (seconds; the judges import it themselves)."""
+    probe = (f"import sys; from pytest_kernelbench import config; config.GPU_DEVICE_NODES = {nodes!r}; "
+             "print(config.pick_device(None), 'torch' in sys.modules)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["cuda" if imports_torch and torch.cuda.is_available() else "cpu", str(imports_torch)]

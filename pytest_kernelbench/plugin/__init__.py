@@ -17,7 +17,7 @@ import pytest
 
 from ..build.pool import Prebuilder, default_build_jobs, judging_order
 from ..candidates import BASELINE, Candidate, candidate_paths, find_candidate
-from ..config import EvalConfig, add_judge_options, judge_values, mode_unavailable
+from ..config import EvalConfig, add_judge_options, judge_values, mode_unavailable, pick_device
 from ..errors import KernelBenchUsageError
 from ..problems import Problem, dataset_specs, load_subset, parse_id_ranges, parse_levels, select_problems
 from ..report import progress
@@ -99,16 +99,6 @@ def _active(config: pytest.Config) -> bool:
     return bool(config.getini("kb_run_by_default")) and config.args_source != pytest.Config.ArgsSource.ARGS
 
 
-def _pick_device(requested: str | None) -> str:
-    if requested in ("cpu", "cpu-check"):  # nothing to ask torch (seconds to import; the judges import it themselves)
-        return requested
-    import torch
-
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise KernelBenchUsageError("--device cuda: no CUDA device is visible (torch.cuda.is_available() is False); use --device cpu")
-    return requested or ("cuda" if torch.cuda.is_available() else "cpu")
-
-
 def _timeout(config: pytest.Config) -> float:
     value = config.getoption("kb_timeout")
     if value is None and _HAS_PYTEST_TIMEOUT:
@@ -137,7 +127,7 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
     problems = select_problems(levels, ids, dataset_specs(config.getoption("kb_dataset")), subset=subset)
     problems = shard(problems, config.getoption("kb_shard"))
     values = judge_values(config.getoption)
-    values["device"] = _pick_device(values.get("device"))
+    values["device"] = pick_device(values.get("device"))
     values["timeout"] = _timeout(config)
     if values.get("trials", 1) < 1:
         raise KernelBenchUsageError("--trials must be at least 1")
