@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -38,15 +39,19 @@ MODES = ("eager", "compile", *(f"compile:{m}" for m in INDUCTOR_MODES), "tensorr
 PIKE_LEVELS = ("0", "3-metr", "3-metr-old", "5")
 REF_MODES = ("eval", "train")
 DEVICES = ("cpu", "cuda", "cpu-check")
-# A GPU torch can use has one of these device nodes (NVIDIA's driver; ROCm; WSL's CUDA); without any of them
-# torch.cuda.is_available() is False, and importing torch to hear it costs seconds (3.9 CPU-s on CI's machine).
-GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+# Signs of a GPU driver on Linux: a device node (NVIDIA's; ROCm's; WSL's CUDA), NVIDIA's loaded kernel module, or
+# its tools (libcuda makes missing nodes through nvidia-modprobe on first use, so a freshly booted server may have
+# none yet). Without any of them torch.cuda.is_available() is False, and importing torch to hear it costs seconds
+# (2.5-4 CPU-s on CI's machine).
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg", "/proc/driver/nvidia")
+GPU_DRIVER_TOOLS = ("nvidia-smi", "nvidia-modprobe")
 
 
 def cuda_available() -> bool:
-    """``torch.cuda.is_available()``, without importing torch on a Linux machine that has no GPU device node."""
+    """``torch.cuda.is_available()``, without importing torch on a Linux machine with no sign of a GPU driver."""
     if sys.platform.startswith("linux") and not any(os.path.exists(node) for node in GPU_DEVICE_NODES):
-        return False
+        if not any(shutil.which(tool) for tool in GPU_DRIVER_TOOLS):
+            return False
     import torch
 
     return torch.cuda.is_available()

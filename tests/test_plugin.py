@@ -251,11 +251,16 @@ def test_xdist_workers_spread_over_the_visible_gpus(monkeypatch, worker, gpus, e
     assert _device_index(None) == expected
 
 
-@pytest.mark.parametrize(("nodes", "imports_torch"), [(("/nonexistent/nvidiactl",), False), (("/dev/null",), True)])
-def test_the_default_device_asks_torch_only_where_a_gpu_device_node_exists(nodes, imports_torch):
-    """Without --device the judge takes cuda where torch sees one; on a machine without any GPU driver's device node
-    that is cpu, decided without importing torch in the driving process (seconds; the judges import it themselves)."""
+@pytest.mark.parametrize(("nodes", "tools", "imports_torch"), [
+    (("/nonexistent/nvidiactl",), ("kb-no-such-tool",), False),
+    (("/dev/null",), ("kb-no-such-tool",), True),  # a device node
+    (("/nonexistent/nvidiactl",), ("sh",), True),  # no node yet, but the driver's tools (libcuda makes the nodes on first use)
+])  # fmt: skip
+def test_the_default_device_asks_torch_only_where_a_gpu_driver_shows(nodes, tools, imports_torch):
+    """Without --device the judge takes cuda where torch sees one; on a machine without any sign of a GPU driver (its
+    device nodes, kernel module or tools) that is cpu, decided without importing torch in the driving process (seconds;
+    the judges import it themselves)."""
     probe = (f"import sys; from pytest_kernelbench import config; config.GPU_DEVICE_NODES = {nodes!r}; "
-             "print(config.pick_device(None), 'torch' in sys.modules)")  # fmt: skip
+             f"config.GPU_DRIVER_TOOLS = {tools!r}; print(config.pick_device(None), 'torch' in sys.modules)")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["cuda" if imports_torch and torch.cuda.is_available() else "cpu", str(imports_torch)]
