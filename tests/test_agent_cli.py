@@ -165,7 +165,6 @@ def test_search_fixes_its_way_to_a_correct_candidate_through_litellm(tmp_path):
 # --- fail fast: before the first LLM call, one line, exit code 2 --------------------------------
 
 
-
 # Each of preflight's messages (an unknown provider, ...) is checked in tests/test_llm.py; here the way to them (each run
 # imports litellm: 8 CPU-seconds on CI's machine).
 @pytest.mark.parametrize(
@@ -175,7 +174,7 @@ def test_search_fixes_its_way_to_a_correct_candidate_through_litellm(tmp_path):
         (["--model", "openai/local", "--api-key", KEY, "--api-base", "CLOSED"], "nothing answers there"),
     ],
 )
-def test_search_without_key_provider_or_server_stops_before_any_call(tmp_path, args, says):
+def test_search_without_a_key_or_a_server_stops_before_any_call(tmp_path, args, says):
     out = tmp_path / "run"
     args = [closed_port_url() if a == "CLOSED" else a for a in args]
     started = time.monotonic()

@@ -90,7 +90,7 @@ def test_bad_search_option_is_a_usage_error(pytester):
         (["--model", "scripted/reference", "--max-cost-per-task", "-1"], "ERROR: --max-cost-per-task -1: must be a positive*"),
     ],
 )  # fmt: skip
-def test_no_key_provider_server_or_price_is_one_usage_error_before_any_item(pytester, monkeypatch, args, says):
+def test_no_key_no_price_or_a_bad_cap_is_one_usage_error_before_any_item(pytester, monkeypatch, args, says):
     drop_credentials(monkeypatch)
     out = pytester.path / "runs"
     with FakeOpenAIServer(["never asked"]) as server:
