@@ -45,18 +45,22 @@ def condition(paused: bool | None, builds: int, jobs: int) -> dict:
     for candidate in variants("cpu", builds) if paused is not None else []:
         pool.submit(problem_from_path(PROBLEM), candidate)
     speedups: dict[str, float | None] = {}
+    noisy: dict[str, bool] = {}  # the judge's own verdict: its interval reaches 1.0 or is too wide (never printed as a gain)
     started = time.monotonic()
     for path in sorted((REPO / "problems" / "mini").glob("*.py")):
         if paused is None or any(not f.done() for f in pool.futures.values()):
             problem = problem_from_path(path)
             result = evaluate(problem, baseline_candidate(problem), judge)
             speedups[problem.id] = result.speedup
+            noisy[problem.id] = bool(result.extra.get("speedup_noisy"))
     pool.close(wait=False)
     values = [s for s in speedups.values() if s]
+    outside = [k for k, s in speedups.items() if s and abs(s - 1) > 0.05]
     return {"paused": paused, "judged_while_building": len(speedups), "wall_s": round(time.monotonic() - started, 1),
-            "speedups": {k: (round(v, 3) if v else None) for k, v in speedups.items()},
+            "speedups": {k: (round(v, 3) if v else None) for k, v in speedups.items()}, "noisy": noisy,
             "min": round(min(values), 3) if values else None, "max": round(max(values), 3) if values else None,
             "within_5pct": sum(1 for s in values if abs(s - 1) <= 0.05),
+            "outside_5pct_not_noisy": [k for k in outside if not noisy[k]],
             "median": round(statistics.median(values), 3) if values else None}  # fmt: skip
 
 
