@@ -307,7 +307,8 @@ def main() -> None:
     parser.add_argument("--judges", type=int, default=4, help="evaluations at once in the pipeline phases (as pytest -n)")
     parser.add_argument("--phases", default="pipeline,warm,serial")
     parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--min-reps", type=int, default=0, help="timing samples of each side at least (EvalConfig.min_reps; 0: the judge's default)")
+    parser.add_argument("--min-reps", type=int, default=0,
+                        help="timing samples of each side at least (EvalConfig.min_reps; 0: the judge's default)")
     parser.add_argument("--out", type=Path, default=Path("throughput-out"))
     parser.add_argument("--kernel", choices=("mini", "light"), default="mini",
                         help="CUDA candidates: the bundled solution, or it with a .cu that includes only the headers it uses")  # fmt: skip
