@@ -539,7 +539,7 @@ def _search_device(device: str | None, language: str | None) -> str:
     """The search's judge device: as asked, except that a search for GPU kernels (--device cuda, or --language cuda or
     triton) where no GPU is visible checks its candidates with --device cpu-check, so its fix loop still makes progress."""
     gpu_search = device == "cuda" or (device is None and (language or "").lower() in ("cuda", "triton"))
-    if gpu_search and not cuda_available():
+    if gpu_search and not cuda_available(asked=device == "cuda"):
         return "cpu-check"
     return pick_device(device)
 

@@ -39,17 +39,19 @@ MODES = ("eager", "compile", *(f"compile:{m}" for m in INDUCTOR_MODES), "tensorr
 PIKE_LEVELS = ("0", "3-metr", "3-metr-old", "5")
 REF_MODES = ("eval", "train")
 DEVICES = ("cpu", "cuda", "cpu-check")
-# Signs of a GPU driver on Linux: a device node (NVIDIA's; ROCm's; WSL's CUDA), NVIDIA's loaded kernel module, or
-# its tools (libcuda makes missing nodes through nvidia-modprobe on first use, so a freshly booted server may have
-# none yet). Without any of them torch.cuda.is_available() is False, and importing torch to hear it costs seconds
-# (2.5-4 CPU-s on CI's machine).
-GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg", "/proc/driver/nvidia")
+# Signs of a GPU driver on Linux: a device node (NVIDIA's; Jetson's; ROCm's; WSL's CUDA), NVIDIA's loaded kernel
+# module, or its tools (libcuda makes missing nodes through nvidia-modprobe on first use, so a freshly booted server
+# may have none yet). Without any of them torch.cuda.is_available() is False, and importing torch to hear it costs
+# seconds (2.5-4 CPU-s on CI's machine).
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvhost-ctrl-gpu", "/dev/nvgpu", "/dev/nvmap", "/dev/kfd", "/dev/dxg",
+                    "/proc/driver/nvidia")  # fmt: skip
 GPU_DRIVER_TOOLS = ("nvidia-smi", "nvidia-modprobe")
 
 
-def cuda_available() -> bool:
-    """``torch.cuda.is_available()``, without importing torch on a Linux machine with no sign of a GPU driver."""
-    if sys.platform.startswith("linux") and not any(os.path.exists(node) for node in GPU_DEVICE_NODES):
+def cuda_available(*, asked: bool = False) -> bool:
+    """``torch.cuda.is_available()``. Where nobody asked for cuda (the default device), a Linux machine with no sign of
+    a GPU driver is answered without importing torch; ``asked`` (``--device cuda``) always asks torch."""
+    if not asked and sys.platform.startswith("linux") and not any(os.path.exists(node) for node in GPU_DEVICE_NODES):
         if not any(shutil.which(tool) for tool in GPU_DRIVER_TOOLS):
             return False
     import torch
@@ -61,7 +63,7 @@ def pick_device(requested: str | None) -> str:
     """The judge's device: as asked (``cuda`` only where one is visible), else cuda where one is, else cpu."""
     if requested in ("cpu", "cpu-check"):  # nothing to ask torch: the judges import it themselves
         return requested
-    if requested == "cuda" and not cuda_available():
+    if requested == "cuda" and not cuda_available(asked=True):
         raise KernelBenchUsageError("--device cuda: no CUDA device is visible (torch.cuda.is_available() is False); use --device cpu")
     return requested or ("cuda" if cuda_available() else "cpu")
 

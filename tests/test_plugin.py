@@ -264,3 +264,11 @@ def test_the_default_device_asks_torch_only_where_a_gpu_driver_shows(nodes, tool
              f"config.GPU_DRIVER_TOOLS = {tools!r}; print(config.pick_device(None), 'torch' in sys.modules)")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["cuda" if imports_torch and torch.cuda.is_available() else "cpu", str(imports_torch)]
+
+
+def test_device_cuda_asked_for_always_asks_torch():
+    """``--device cuda`` is never refused on the driver signs alone (a board whose nodes are not in the list): torch decides."""
+    probe = ("import sys; from pytest_kernelbench import config; config.GPU_DEVICE_NODES = ('/nonexistent/nvidiactl',); "
+             "config.GPU_DRIVER_TOOLS = ('kb-no-such-tool',); print(config.cuda_available(asked=True), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == [str(torch.cuda.is_available()), "True"]
