@@ -23,7 +23,7 @@ from kbagent.extract import extract_code
 from kbagent.feedback import NO_CODE_OUTCOME, feedback_text, no_code_feedback
 from kbagent.prompts import Target, code_messages, first_line, normalize_language
 from pytest_kernelbench.candidates import Candidate
-from pytest_kernelbench.config import EvalConfig, cuda_available
+from pytest_kernelbench.config import EvalConfig, pick_device
 from pytest_kernelbench.problems import Problem, dataset_specs, load_subset, parse_id_ranges, parse_levels, select_problems
 
 TURNS = "kb_turns"  # state key: one record per judged turn
@@ -160,7 +160,7 @@ def load_environment(
     datasets = dataset_specs([dataset] if isinstance(dataset, str) else dataset)
     chosen = select_problems(parse_levels(level), ids, datasets, subset=load_subset(subset))
     if not device:
-        device = "cuda" if cuda_available() else "cpu"
+        device = pick_device(None)
     config = EvalConfig(device=device, **(judge or {}))
     target = Target(normalize_language(language, device), device, config.atol, config.rtol)
     from datasets import Dataset
