@@ -13,6 +13,8 @@ from typing import Any
 from .errors import KernelBenchUsageError
 from .judge.protocol import MAX_CALLS as MAX_ROUND_CALLS
 
+MAX_PROCESS_PAIRS = 4  # --process-pairs: each pair is a fresh runner start (seconds) and a whole timing phase
+
 
 def default_cache_dir() -> Path:
     if os.environ.get("KB_CACHE_DIR"):
@@ -116,6 +118,9 @@ class EvalConfig:
     # calls of each side in one timing round (each on its own fresh inputs, one request to the runner): 0 is as many as
     # fit in the supervisor's bounds on a GPU (judge/supervisor.py calls_per_round), 1 on the CPU
     round_calls: int = 0
+    # pairs of runner processes the timing runs in, each pair started afresh (judge/stats.py another_pair): 0 is one,
+    # and on the CPU a second where the first's speedup lies outside +-5% without being noisy
+    process_pairs: int = 0
     # timed calls whose outputs total less than this are all compared; above it, each one is with probability
     # 1/4 (the supervisor's draw, which the candidate cannot see), and at least 4 (docs/judge.md, "Which calls are checked")
     check_all_below_mb: float = 64.0
@@ -161,6 +166,8 @@ class EvalConfig:
             raise KernelBenchUsageError("--kb-timer cuda-graph needs --device cuda (CPU timing has no graphs)")
         if not 0 <= self.round_calls <= MAX_ROUND_CALLS:
             raise KernelBenchUsageError(f"--round-calls {self.round_calls}: give 0 (automatic) to {MAX_ROUND_CALLS}")
+        if not 0 <= self.process_pairs <= MAX_PROCESS_PAIRS:
+            raise KernelBenchUsageError(f"--process-pairs {self.process_pairs}: give 0 (automatic) to {MAX_PROCESS_PAIRS}")
         if self.sandbox not in ("auto", "required", "off"):
             raise KernelBenchUsageError(f"--kb-sandbox {self.sandbox}: choose auto, required or off")
         compile_mode(self.mode)  # a usage error for a mode that does not exist
@@ -249,6 +256,8 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
                 pytest_flags=("--kb-timer",), choices=("events", "cuda-graph")),
     JudgeOption("round_calls", "--round-calls", "calls of each side per timing round, each on fresh inputs (0: automatic, "
                 "up to 16 on a GPU for small, fast problems; 1 on the CPU)", pytest_flags=("--kb-round-calls",)),
+    JudgeOption("process_pairs", "--process-pairs", "pairs of fresh runner processes to time in (0: automatic, one, and "
+                "on the CPU a second where the first's speedup is outside +-5% and not noisy)", pytest_flags=("--kb-process-pairs",)),
     JudgeOption("sandbox", "--sandbox", "the candidate's runner: in a bubblewrap sandbox if one starts (auto), "
                 "always (required: an error without one), or never (off)", pytest_flags=("--kb-sandbox",),
                 choices=("auto", "required", "off")),

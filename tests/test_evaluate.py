@@ -10,6 +10,7 @@ from helpers import TESTS, broken, cpu_config, tiny_problem
 from pytest_kernelbench.candidates import Candidate, baseline_candidate
 from pytest_kernelbench.judge.controller import evaluate
 from pytest_kernelbench.outcome import Outcome
+from pytest_kernelbench.problems import problem_from_path
 
 
 def judge(name, **config):
@@ -51,6 +52,65 @@ def test_baseline_is_correct_with_speedup_near_one():
     # nothing to build: the candidate's runner started beside the reference, and the reference's exclusive phase did
     # not wait at its end for that runner to finish importing torch (it was asked nothing yet: ~1.3 s here, 1.2 s H100)
     assert result.extra["runner_early"] and result.extra["split_s"]["reference.end"] < 0.5
+
+
+SLEEPY_PROBLEM = """
+import time
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        time.sleep(0.02)
+        return x * 2
+
+
+def get_inputs():  # big enough for a parallel op (OpenMP): a reference forked after the first pair's ops hung in it
+    return [torch.randn(1 << 16)]  # above torch's grain size: x * 2 runs on OpenMP's threads
+
+
+def get_init_inputs():
+    return []
+"""
+
+# A candidate four times as fast in the first process it runs in and as fast as the reference in any later one: the offset
+# a whole evaluation long that no interval from one process pair's rounds can see (its JIT cache folder outlives a runner)
+FIRST_PROCESS_FAST = """
+import os
+import time
+from pathlib import Path
+
+import torch.nn as nn
+
+_MARK = Path(os.environ["TRITON_CACHE_DIR"]).parent / "a-runner-was-here"
+_FIRST = not _MARK.exists()
+_MARK.touch()
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        time.sleep(0.005 if _FIRST or not FIRST_ONLY else 0.02)
+        return x * 2
+"""
+
+
+@pytest.mark.parametrize("first_only", [True, False], ids=["fast-in-its-first-process", "fast-in-every-process"])
+def test_a_cpu_speedup_is_timed_again_in_fresh_runners_and_noisy_when_the_processes_disagree(tmp_path, first_only):
+    problem_file = tmp_path / "level9" / "1_Sleepy.py"
+    problem_file.parent.mkdir()
+    problem_file.write_text(SLEEPY_PROBLEM)
+    source = FIRST_PROCESS_FAST.replace("FIRST_ONLY", str(first_only))
+    config = cpu_config(build_dir=str(tmp_path / "builds"), max_time=0.3)
+    result = evaluate(problem_from_path(problem_file), Candidate(source, "", "first-process-fast"), config)
+    assert result.outcome is Outcome.CORRECT, result.message
+    first, second = pairs = result.extra["process_pairs"]  # the first pair's 4x is steady (not noisy): a second pair is timed
+    assert not first["noisy"] and first["speedup"] > 2.0, pairs
+    if first_only:  # the second pair's processes see no gain: the two disagree, and the gain is not printed as one
+        assert second["speedup"] < 1.25 and result.extra["speedup_noisy"], pairs
+    else:
+        assert second["speedup"] > 2.0 and not result.extra["speedup_noisy"] and result.speedup > 2.0, pairs
+    assert result.extra["timed_calls"] >= 2 * (10 + 3)  # both pairs: warm-up and min_reps timed calls each
 
 
 @pytest.mark.parametrize("calls", [4, 40])

@@ -26,7 +26,7 @@ from pytest_kernelbench.judge.sandbox import (
     kill_tree,
     runner_env,
 )
-from pytest_kernelbench.judge.stats import speedup_interval, wall_check
+from pytest_kernelbench.judge.stats import PairTiming, another_pair, combine_pairs, speedup_interval, wall_check
 from pytest_kernelbench.judge.transport import MAX_MESSAGE, Channel, ProtocolError, SharedBuffer
 
 
@@ -282,6 +282,33 @@ def test_a_gain_the_rounds_spread_cannot_resolve_is_noisy_and_a_steady_one_is_no
     assert noisy and lo <= 1.0 < 1.1 < hi
     assert speedup_interval(ref[:3], steady[:3], 1.3)[2]  # too few rounds to know
     assert not speedup_interval(ref, jumpy, 0.5)[2]  # a loss is printed as one: no gain is claimed
+
+
+def test_a_second_pair_of_runners_is_asked_for_a_steady_cpu_speedup_outside_five_percent_only():
+    def pair(speedup, half=0.02, noisy=False):
+        return PairTiming(speedup, speedup * (1 - half), speedup * (1 + half), noisy, False)
+
+    assert another_pair([pair(1.12)], 0, "cpu") and another_pair([pair(0.9)], 0, "cpu")
+    assert not another_pair([pair(1.04)], 0, "cpu") and not another_pair([pair(0.96)], 0, "cpu")  # within +-5%
+    assert not another_pair([pair(1.3, noisy=True)], 0, "cpu")  # already not printed as a gain
+    assert not another_pair([pair(1.12)], 0, "cuda") and not another_pair([pair(1.12), pair(1.0)], 0, "cpu")
+    assert another_pair([pair(1.0)], 3, "cuda") and another_pair([pair(1.0)] * 2, 3, "cpu") and not another_pair([pair(1.0)] * 3, 3, "cpu")
+
+
+def test_pairs_of_runners_that_disagree_make_the_speedup_noisy_and_pairs_that_agree_keep_it():
+    def pair(speedup, half=0.02):
+        return PairTiming(speedup, speedup * (1 - half), speedup * (1 + half), False, False)
+
+    offset = combine_pairs([pair(1.17), pair(1.0)])  # one pair's processes 17% off, every round agreeing
+    assert offset.noisy and offset.lo < 1.0 < offset.hi and offset.speedup == pytest.approx((1.17 * 1.0) ** 0.5)
+    loss = combine_pairs([pair(0.85), pair(1.0)])  # a loss the processes disagree on is no loss either
+    assert loss.noisy and loss.speedup < 1.0
+    steady = combine_pairs([pair(3.0), pair(2.85)])  # real gains differ between processes too: still a gain
+    assert not steady.noisy and steady.lo == pytest.approx(2.85 * 0.98) and steady.hi == pytest.approx(3.0 * 1.02)
+    assert not combine_pairs([pair(0.8), pair(0.81)]).noisy  # a loss both pairs see
+    assert combine_pairs([pair(1.0)]) == pair(1.0)
+    capped = combine_pairs([PairTiming(1.5, 1.45, 1.55, False, True), pair(1.5)])
+    assert capped.capped and not capped.noisy
 
 
 def test_the_runners_environment_has_no_credentials():

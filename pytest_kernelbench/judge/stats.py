@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+from typing import Any
 
 WALL_FLOOR_MS = {"cuda": 0.1, "cpu": 0.1}
 WALL_REL = 0.05
@@ -160,3 +161,53 @@ def wall_check(ref_ms: list[float], ref_wall: list[float], new_ms: list[float], 
     floor = min(resolution, ref_med) if math.isfinite(resolution) else 0.0
     confirmed = max(new_med, implied_new - bound, floor)
     return WallCheck(excess <= bound, event_speedup, wall_speedup, excess, bound, ref_over_med, confirmed, confirmed > new_med)
+
+
+# ---------------------------------------------------------------- process pairs
+
+PAIR_BAND = 0.05  # on a CPU, a speedup outside +-5% that is not noisy is timed again in a fresh pair of runners
+
+
+@dataclasses.dataclass
+class PairTiming:
+    """One pair of runner processes' timing: its speedup (capped as :func:`wall_check` says) and 95% interval."""
+
+    speedup: float
+    lo: float
+    hi: float
+    noisy: bool
+    capped: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        rounded = [round(v, 4) if math.isfinite(v) else None for v in (self.speedup, self.lo, self.hi)]
+        return {"speedup": rounded[0], "interval": rounded[1:], "noisy": self.noisy, "capped": self.capped}
+
+
+def another_pair(pairs: list[PairTiming], asked: int, device: str) -> bool:
+    """Whether to time once more in a fresh pair of runners: ``asked`` pairs in all, or (``asked`` 0) on a CPU a second
+    when the first's speedup lies outside +-PAIR_BAND without being noisy. An offset that lasts a whole evaluation
+    (where each process's threads and buffers landed) is the same in every round, so no interval from one pair's
+    rounds can see it; a second pair of processes draws it afresh (docs/judge.md, "Speedups the timing cannot resolve")."""
+    if asked:
+        return len(pairs) < asked
+    if device != "cpu" or len(pairs) != 1:
+        return False
+    first = pairs[0]
+    return not first.noisy and math.isfinite(first.speedup) and first.speedup > 0 and abs(math.log(first.speedup)) > math.log1p(PAIR_BAND)
+
+
+def combine_pairs(pairs: list[PairTiming]) -> PairTiming:
+    """The pairs' speedup: their geometric mean, its interval the hull of theirs. Noisy: a gain whose hull reaches 1.0,
+    a loss whose hull reaches it where the pairs' own intervals do not overlap (the processes disagree by more than
+    their rounds can explain), or a hull wider than NOISY_WIDTH."""
+    if len(pairs) == 1:
+        return pairs[0]
+    logs = [math.log(t.speedup) if math.isfinite(t.speedup) and t.speedup > 0 else math.nan for t in pairs]
+    if any(math.isnan(v) for v in logs):
+        return PairTiming(math.inf, 0.0, math.inf, True, any(t.capped for t in pairs))
+    speedup = math.exp(math.fsum(logs) / len(logs))
+    lo, hi = min(t.lo for t in pairs), max(t.hi for t in pairs)
+    apart = max(t.lo for t in pairs) > min(t.hi for t in pairs)
+    reaches = lo <= 1.0 <= hi
+    noisy = (reaches and (speedup > 1.0 or apart)) or not lo > 0 or hi / lo > NOISY_WIDTH
+    return PairTiming(speedup, lo, hi, noisy, any(t.capped for t in pairs))

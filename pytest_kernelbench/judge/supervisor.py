@@ -16,7 +16,9 @@ and written here. A runner's replies are data, checked field by field
 
 Stages, announced on the status file the controller reads (a runner cannot write it): reference,
 compile, init, run (trials), compare, trace, time, recheck (the candidate's process gone: the
-output's sensitivity and the speedup); ``wait_lock`` before each device phase.
+output's sensitivity and the speedup), then, where the timing is to be repeated in fresh runner
+processes (``time_again``), reference, compile, init and time once more; ``wait_lock`` before each
+device phase.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ from .sandbox import (
     thaw,
     tree_cpu_seconds,
 )
-from .stats import Stopper, WallCheck, speedup_interval, wall_check
+from .stats import PairTiming, Stopper, WallCheck, another_pair, combine_pairs, speedup_interval, wall_check
 from .transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer, contiguous_strides
 
 if TYPE_CHECKING:
@@ -111,6 +113,7 @@ EARLY_SAMPLES = 16
 EARLY_REL_ERR = 0.005
 EARLY_CHECKED = 8
 EARLY_CHECK_P = 0.5
+PAIR_START_S = 10.0  # time_again: a new pair of runners' start, beyond the first pair's init and time stages
 PAUSE_LIMIT = 120.0  # seconds a build step waits for one CPU timing phase at most (a phase times for max_time)
 CHECK_ARCH = "9.0"  # --device cpu-check compiles CUDA for this architecture unless TORCH_CUDA_ARCH_LIST names one (no GPU to ask)
 
@@ -225,6 +228,9 @@ class Supervisor:
         self._jit: Path | None = None  # this source's Triton and inductor caches (jit_cache)
         self._key: str | None = None  # build_key()
         self._pch: Requests | None = None  # the running build step's requests for a shared PCH (build)
+        self.folder: Path | None = None  # the candidate's build folder (its runners bind it), once built or found cached
+        self.pairs: list[PairTiming] = []  # each pair of runner processes' timing (time_again)
+        self.pair_samples: dict[str, list[float]] = {"ref": [], "new": []}  # every pair's timed samples, ms
         self.needs_build = builds_extension(self.source)
         self.cpu_check = self.cfg.device == "cpu-check"  # no GPU: CUDA candidates compiled only, others run on the CPU, untimed
         self.compile_only = self.cpu_check and builds_cuda_extension(self.source)
@@ -248,6 +254,7 @@ class Supervisor:
                     raise self.checked()
                 self.time()
                 self.recheck()
+                self.time_again()
         except Verdict as verdict:
             outcome, message = verdict.outcome, verdict.message + self.scaled_note()
         except BaseException as exc:  # noqa: BLE001 - the harness's own fault is still a result
@@ -283,15 +290,7 @@ class Supervisor:
         self.seed_all(self.cfg.seed)
         self.init_values = list(self.problem.get_init_inputs())
         self.launch_early()
-        # scrubbed on a GPU only, where freed device memory can reach another process; the kernel zeroes every page it
-        # gives a process, and on a CPU (no cache flush between calls) the scrub warmed the reference's next output in
-        # cache: bundled references judged against themselves, 16 cores, 10 of 20 within +-5% with it, 18 without
-        scrub = self.device.type == "cuda"
-        self.ask(self.ref, p.Setup(self.cfg.device, self.cfg.device_index, self.cfg.timer, torch.get_num_threads(), scrub_outputs=scrub),
-                 p.Ready)  # fmt: skip
-        self.ask(self.ref, p.Load(Path(self.spec.problem_path).read_text(), "kb_reference.py", "Model", compile_mode(self.cfg.mode)),
-                 p.Done)  # fmt: skip
-        self.ask(self.ref, p.Init(self.encode(self.ref, self.init_values).args, self.cfg.seed, self.cfg.ref_mode), p.Done)
+        self.ready_reference()
         big = self.cfg.mode != "eager" and self.device.type == "cuda" and input_bytes(self.problem) > WARMUP_UNLOCKED_BYTES
         locked = self.cfg.mode == "eager" or big
         with self.device_phase("reference") if locked else contextlib.nullcontext():
@@ -303,6 +302,18 @@ class Supervisor:
             with self.split("reference.fused_warm"):  # compiled (or loaded) now, not in a locked phase
                 self.found["extra"]["fused_compare"] = fused.warm(self.device, self.sealer.k1, self.sealer.k2)
 
+    def ready_reference(self) -> None:
+        """The reference's runner set up, the problem's Model loaded in it and built (the seeded weights)."""
+        # scrubbed on a GPU only, where freed device memory can reach another process; the kernel zeroes every page it
+        # gives a process, and on a CPU (no cache flush between calls) the scrub warmed the reference's next output in
+        # cache: bundled references judged against themselves, 16 cores, 10 of 20 within +-5% with it, 18 without
+        scrub = self.device.type == "cuda"
+        self.ask(self.ref, p.Setup(self.cfg.device, self.cfg.device_index, self.cfg.timer, torch.get_num_threads(), scrub_outputs=scrub),
+                 p.Ready)  # fmt: skip
+        self.ask(self.ref, p.Load(Path(self.spec.problem_path).read_text(), "kb_reference.py", "Model", compile_mode(self.cfg.mode)),
+                 p.Done)  # fmt: skip
+        self.ask(self.ref, p.Init(self.encode(self.ref, self.init_values).args, self.cfg.seed, self.cfg.ref_mode), p.Done)
+
     def launch_early(self) -> None:
         """Start the candidate's runner now, so that it imports torch (seconds, in a fresh interpreter) while the
         reference works: when nothing is to be built, or when its build is in the cache already (a build pool
@@ -312,6 +323,7 @@ class Supervisor:
         folder = self.cached_build() if self.needs_build else None
         if self.needs_build and folder is None:
             return
+        self.folder = folder
         self.new = self.launch_runner(folder)
         self.found["extra"]["runner_early"] = True
 
@@ -341,16 +353,17 @@ class Supervisor:
             raise Verdict("harness_error", str(exc)) from None
         self.found["extra"]["sandbox"] = self.sandbox.label
 
-    def start_reference(self) -> Side:
+    def start_reference(self, fork: bool = True) -> Side:
         """The reference's runner: a plain child process (trusted code; level 4 needs the network and caches).
 
-        Forked from here while this process has not touched CUDA (it has torch imported: a new
-        interpreter would import it again), else started as a new interpreter. Either way it runs
+        Forked from here (``fork``) while this process has not touched CUDA nor run a parallel CPU op
+        (it has torch imported: a new interpreter would import it again; a child forked after OpenMP's
+        threads started hangs in its first parallel region), else started as a new interpreter. Either way it runs
         :func:`runner.serve` with this process's environment, in which :data:`TIMING_ENV` is set
         (``controller.supervisor_env``), as the candidate's runner has it."""
         scratch = self.work / "reference"
         # under KB_PROFILE_DIR this process runs under cProfile, which a forked child inherits (3.12: a second one fails)
-        if not (self.device.type == "cuda" and torch.cuda.is_initialized()) and not os.environ.get(PROFILE_ENV):
+        if fork and not (self.device.type == "cuda" and torch.cuda.is_initialized()) and not os.environ.get(PROFILE_ENV):
             mine, theirs = socket.socketpair()
             log = self.work / "reference.log"
             try:
@@ -390,9 +403,9 @@ class Supervisor:
     def compile(self) -> None:
         """Build the candidate's extension in a sandboxed build step, then import it in its runner."""
         self.status.enter("compile")
-        folder = self.build() if self.needs_build else None
+        self.folder = self.build() if self.needs_build else None
         if self.new is None:  # not started early (launch_early)
-            self.new = self.launch_runner(folder)
+            self.new = self.launch_runner(self.folder)
         self.set_up(self.new)
         self.ask(self.new, p.Load(self.source, "kb_candidate.py", "ModelNew"), p.Done)
 
@@ -508,8 +521,12 @@ class Supervisor:
             with self.split("time.bind"):
                 self.bind(calls=self.round_calls)
             with self.split("time.warmup"):
-                for k in range(math.ceil(self.cfg.warmup / self.round_calls)):  # the warm-up's calls, in whole rounds
+                warm = math.ceil(self.cfg.warmup / self.round_calls)  # the warm-up's calls, in whole rounds, each checked
+                for k in range(warm):
                     graph = self.timed_round(f"warm-up {self.unit} {k + 1}", k % 2 == 1, graph, keep=False)
+            extra = self.found["extra"]
+            for key in ("timed_calls", "checked_calls"):
+                extra[key] = extra.get(key, 0) + warm * self.round_calls
             self.found["extra"]["timer"] = "cuda-graph" if graph else "events" if self.device.type == "cuda" else "perf_counter"
             with self.split("time.batch"):
                 graph, check = self.timed_batch(graph)
@@ -543,9 +560,8 @@ class Supervisor:
             rounds, checked = rounds + 1, checked + sum(checks)
         extra = self.found["extra"]
         extra["timing_stop"] = "early" if early and len(self.samples["ref"]) < self.cfg.timing_min_reps else "rule"
-        warm = self.round_calls * math.ceil(self.cfg.warmup / self.round_calls)
-        extra["checked_calls"] = extra.get("checked_calls", warm) + checked
-        extra["timed_calls"] = extra.get("timed_calls", warm) + rounds * self.round_calls
+        extra["checked_calls"] += checked
+        extra["timed_calls"] += rounds * self.round_calls
         return graph, wall_check(self.samples["ref"], self.walls["ref"], self.samples["new"], self.walls["new"], self.device.type)
 
     def recheck(self) -> None:
@@ -561,13 +577,49 @@ class Supervisor:
         with self.device_phase("recheck", shared=True):
             self.bind(sides=(self.ref,))
             self.found["extra"].update(self.sensitivity())
+        self.add_pair()
+
+    def add_pair(self) -> None:
+        """This pair of runners' speedup and interval, and the result's: the pairs' so far (:func:`stats.combine_pairs`)."""
         ref, new = statistics.median(self.samples["ref"]), statistics.median(self.samples["new"])
-        self.found["samples"] = dict(self.samples)
         confirmed = max(new, self.confirmed_new_ms)  # what the supervisor's clock vouches for (stats.wall_check)
-        self.found["extra"]["speedup_capped"] = confirmed > new
-        self.found["speedup"] = speedup = ref / confirmed if confirmed > 0 else math.inf
-        lo, hi, noisy = speedup_interval(self.samples["ref"], self.samples["new"], speedup)
-        self.found["extra"].update(speedup_interval=[round(lo, 4), round(hi, 4) if math.isfinite(hi) else None], speedup_noisy=noisy)
+        speedup = ref / confirmed if confirmed > 0 else math.inf
+        self.pairs.append(PairTiming(speedup, *speedup_interval(self.samples["ref"], self.samples["new"], speedup), confirmed > new))
+        for key in ("ref", "new"):
+            self.pair_samples[key] += self.samples[key]
+        result = combine_pairs(self.pairs)
+        self.found["samples"] = {k: list(v) for k, v in self.pair_samples.items()}
+        self.found["speedup"] = result.speedup
+        self.found["extra"].update(speedup_capped=result.capped, speedup_noisy=result.noisy,
+                                   speedup_interval=[round(result.lo, 4), round(result.hi, 4) if math.isfinite(result.hi) else None])
+        if len(self.pairs) > 1:
+            self.found["extra"]["process_pairs"] = [t.to_dict() for t in self.pairs]
+
+    def time_again(self) -> None:
+        """Time in fresh runner processes, both sides, while :func:`stats.another_pair` asks: an offset that lasts a
+        whole evaluation belongs to the processes (where their threads and buffers landed; on a 16-core host a reference
+        judged against itself printed 1.172, every round agreeing), and only new processes draw it again. Every call of
+        a new pair is checked as in the first; the candidate is loaded again from its build folder, not built again."""
+        while another_pair(self.pairs, self.cfg.process_pairs, self.device.type):
+            need = sum(self.status.stage_seconds.get(stage, 0.0) for stage in ("init", "time")) + PAIR_START_S
+            if self.remaining() < need:  # the offset stays unknown: the speedup is not printed as a steady one
+                self.found["extra"].update(speedup_noisy=True, process_pairs_skipped=f"{self.remaining():.0f} s left of the "
+                                           f"candidate's time, a new pair of runners needs about {need:.0f} s")  # fmt: skip
+                return
+            self.status.enter("reference")
+            self.stop_side(self.ref)
+            self.status.enter("compile")
+            self.new = self.launch_runner(self.folder)  # imports torch while the reference's new runner is readied
+            self.status.enter("reference")
+            self.ref = self.start_reference(fork=False)  # this process has run parallel ops since the first fork
+            self.ready_reference()
+            self.status.enter("compile")
+            self.set_up(self.new)
+            self.ask(self.new, p.Load(self.source, "kb_candidate.py", "ModelNew"), p.Done)
+            self.init()
+            self.time()
+            self.stop_candidate()
+            self.add_pair()
 
     # -------------------------------------------------------------- calls
 
