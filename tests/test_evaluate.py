@@ -18,7 +18,7 @@ def judge(name, **config):
 
 
 def test_correct_candidate_has_speedup_timings_and_metadata():
-    result = judge("correct")
+    result = judge("correct", process_pairs=1)  # one pair of runners: the speedup is its medians' (a second pair's: below)
     assert result.outcome is Outcome.CORRECT, result.message
     assert "min_free_gib_at_lock" not in result.extra  # a CUDA-only figure
     # the event speedup, unless the supervisor's clock cannot vouch for that much gain (stats.wall_check)
@@ -115,7 +115,8 @@ def test_a_cpu_speedup_is_timed_again_in_fresh_runners_and_noisy_when_the_proces
 
 @pytest.mark.parametrize("calls", [4, 40])
 def test_rounds_of_several_calls_time_each_call_on_its_own_inputs_and_keep_one_sample_a_round(calls):
-    result = evaluate(tiny_problem(), baseline_candidate(tiny_problem()), cpu_config(round_calls=calls, max_time=0.5))
+    config = cpu_config(round_calls=calls, max_time=0.5, process_pairs=1)  # the counts below are one pair's
+    result = evaluate(tiny_problem(), baseline_candidate(tiny_problem()), config)
     assert result.outcome is Outcome.CORRECT, result.message
     extra = result.extra
     assert extra["calls_per_round"] == calls and 0.33 < result.speedup < 3.0
