@@ -111,6 +111,8 @@ def test_a_cpu_speedup_is_timed_again_in_fresh_runners_and_noisy_when_the_proces
     else:
         assert second["speedup"] > 2.0 and not result.extra["speedup_noisy"] and result.speedup > 2.0, pairs
     assert result.extra["timed_calls"] >= 2 * (10 + 3)  # both pairs: warm-up and min_reps timed calls each
+    # both pairs' references forked alike, before this supervisor ran a parallel op (a fork after that hung in one)
+    assert first["reference"] == second["reference"] == "forked"
 
 
 @pytest.mark.parametrize("calls", [4, 40])
@@ -351,6 +353,14 @@ def test_an_unknown_sandbox_mode_is_a_usage_error_naming_the_choices():
         cpu_config(sandbox="maybe")
 
 
+@pytest.mark.parametrize("pairs", [-1, 5])
+def test_process_pairs_out_of_range_is_a_usage_error_naming_the_range(pairs):
+    from pytest_kernelbench.errors import KernelBenchUsageError
+
+    with pytest.raises(KernelBenchUsageError, match=f"--process-pairs {pairs}: give 0 \\(automatic\\) to 4"):
+        cpu_config(process_pairs=pairs)
+
+
 def test_fewer_timed_calls_at_most_than_samples_at_least_is_a_usage_error():
     from pytest_kernelbench.errors import KernelBenchUsageError
 
@@ -425,7 +435,7 @@ class ModelNew(torch.nn.Module):
 
 
 def test_a_candidates_triton_and_inductor_caches_outlive_its_judge_and_no_other_source_sees_them(tmp_path):
-    config = cpu_config(build_dir=str(tmp_path / "builds"), trials=1, max_time=0.05)
+    config = cpu_config(build_dir=str(tmp_path / "builds"), trials=1, max_time=0.05, process_pairs=1)  # a runner a judge
     for tag, judges in (("A", 1), ("A", 2), ("B", 1)):
         result = evaluate(tiny_problem(), Candidate(JIT_CACHE_CANDIDATE.replace("TAG", tag), "", tag), config)
         assert result.correct, result.message

@@ -231,6 +231,8 @@ class Supervisor:
         self.folder: Path | None = None  # the candidate's build folder (its runners bind it), once built or found cached
         self.pairs: list[PairTiming] = []  # each pair of runner processes' timing (time_again)
         self.pair_samples: dict[str, list[float]] = {"ref": [], "new": []}  # every pair's timed samples, ms
+        self.spares: list[Side] = []  # reference runners for later process pairs, forked with the first (reference)
+        self.pair_refs: list[str] = []  # how each pair's reference runner started: forked, or a new interpreter
         self.needs_build = builds_extension(self.source)
         self.cpu_check = self.cfg.device == "cpu-check"  # no GPU: CUDA candidates compiled only, others run on the CPU, untimed
         self.compile_only = self.cpu_check and builds_cuda_extension(self.source)
@@ -261,7 +263,8 @@ class Supervisor:
             outcome, message = "harness_error", "the judge failed: " + "".join(traceback.format_exception(exc))[-4000:]
         finally:
             self.stop_candidate()
-            self.stop_side(self.ref)
+            for side in (self.ref, *self.spares):
+                self.stop_side(side)
             self.trim_jit_cache()
             used = resource.getrusage(resource.RUSAGE_SELF)  # since this process was forked or started
             self.add_cpu("supervisor", used.ru_utime + used.ru_stime)
@@ -278,6 +281,8 @@ class Supervisor:
         """Load the problem here (for inputs), the reference in its runner process; learn the output's structure."""
         self.status.enter("reference")
         self.ref = self.start_reference()  # before this process touches CUDA: then it can be forked
+        # and the reference runners of later process pairs (time_again), forked now too: idle until then, and alike
+        self.spares = [self.start_reference(tag=f"-{k + 2}") for k in range(self.pairs_at_most() - 1)]
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
         if self.cpu_check:
@@ -353,26 +358,27 @@ class Supervisor:
             raise Verdict("harness_error", str(exc)) from None
         self.found["extra"]["sandbox"] = self.sandbox.label
 
-    def start_reference(self, fork: bool = True) -> Side:
+    def start_reference(self, fork: bool = True, tag: str = "") -> Side:
         """The reference's runner: a plain child process (trusted code; level 4 needs the network and caches).
 
         Forked from here (``fork``) while this process has not touched CUDA nor run a parallel CPU op
         (it has torch imported: a new interpreter would import it again; a child forked after OpenMP's
         threads started hangs in its first parallel region), else started as a new interpreter. Either way it runs
         :func:`runner.serve` with this process's environment, in which :data:`TIMING_ENV` is set
-        (``controller.supervisor_env``), as the candidate's runner has it."""
-        scratch = self.work / "reference"
+        (``controller.supervisor_env``), as the candidate's runner has it. ``tag``: a spare's folder and log."""
+        scratch = self.work / f"reference{tag}"
         # under KB_PROFILE_DIR this process runs under cProfile, which a forked child inherits (3.12: a second one fails)
         if fork and not (self.device.type == "cuda" and torch.cuda.is_initialized()) and not os.environ.get(PROFILE_ENV):
             mine, theirs = socket.socketpair()
-            log = self.work / "reference.log"
+            log = self.work / f"reference{tag}.log"
             try:
                 process = ForkedRunner(serve, scratch=scratch, log_path=log, pass_fd=theirs.fileno(), close_fds=[mine.fileno()])
             finally:
                 theirs.close()
             return Side("reference", Channel(mine), process, log, trusted=True)
         env = {**os.environ, **TIMING_ENV, "PYTHONPATH": os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p)}
-        return self.spawn("reference", SandboxInfo("none", reason="the reference is trusted"), env, Mounts(), scratch, trusted=True)
+        info = SandboxInfo("none", reason="the reference is trusted")
+        return self.spawn("reference", info, env, Mounts(), scratch, log_name=f"reference{tag}.log", trusted=True)
 
     def discover(self) -> p.Node:
         """One reference call on fresh inputs, answered with the output's structure."""
@@ -585,6 +591,7 @@ class Supervisor:
         confirmed = max(new, self.confirmed_new_ms)  # what the supervisor's clock vouches for (stats.wall_check)
         speedup = ref / confirmed if confirmed > 0 else math.inf
         self.pairs.append(PairTiming(speedup, *speedup_interval(self.samples["ref"], self.samples["new"], speedup), confirmed > new))
+        self.pair_refs.append("forked" if isinstance(self.ref.process, ForkedRunner) else "new interpreter")
         for key in ("ref", "new"):
             self.pair_samples[key] += self.samples[key]
         result = combine_pairs(self.pairs)
@@ -593,7 +600,14 @@ class Supervisor:
         self.found["extra"].update(speedup_capped=result.capped, speedup_noisy=result.noisy,
                                    speedup_interval=[round(result.lo, 4), round(result.hi, 4) if math.isfinite(result.hi) else None])
         if len(self.pairs) > 1:
-            self.found["extra"]["process_pairs"] = [t.to_dict() for t in self.pairs]
+            pairs = zip(self.pairs, self.pair_refs, strict=True)
+            self.found["extra"]["process_pairs"] = [{**t.to_dict(), "reference": how} for t, how in pairs]
+
+    def pairs_at_most(self) -> int:
+        """How many pairs of runner processes this evaluation may time in (:func:`stats.another_pair`)."""
+        if self.spec.build_only or self.cpu_check:
+            return 1
+        return self.cfg.process_pairs or (2 if self.device.type == "cpu" else 1)
 
     def time_again(self) -> None:
         """Time in fresh runner processes, both sides, while :func:`stats.another_pair` asks: an offset that lasts a
@@ -611,7 +625,8 @@ class Supervisor:
             self.status.enter("compile")
             self.new = self.launch_runner(self.folder)  # imports torch while the reference's new runner is readied
             self.status.enter("reference")
-            self.ref = self.start_reference(fork=False)  # this process has run parallel ops since the first fork
+            # a spare forked with the first; else a new interpreter: this process has run parallel ops since that fork
+            self.ref = self.spares.pop(0) if self.spares else self.start_reference(fork=False, tag=f"-{len(self.pairs) + 1}")
             self.ready_reference()
             self.status.enter("compile")
             self.set_up(self.new)
