@@ -104,15 +104,15 @@ def test_a_cpu_speedup_is_timed_again_in_fresh_runners_and_noisy_when_the_proces
     config = cpu_config(build_dir=str(tmp_path / "builds"), max_time=0.3)
     result = evaluate(problem_from_path(problem_file), Candidate(source, "", "first-process-fast"), config)
     assert result.outcome is Outcome.CORRECT, result.message
-    first, second = pairs = result.extra["process_pairs"]  # the first pair's 4x is steady (not noisy): a second pair is timed
+    first, second, *third = pairs = result.extra["process_pairs"]  # the first pair's 4x is steady: a second pair is timed
     assert not first["noisy"] and first["speedup"] > 2.0, pairs
     if first_only:  # the second pair's processes see no gain: the two disagree, and the gain is not printed as one
-        assert second["speedup"] < 1.25 and result.extra["speedup_noisy"], pairs
+        assert second["speedup"] < 1.25 and result.extra["speedup_noisy"] and not third, pairs  # noisy: no third pair
     else:
         assert second["speedup"] > 2.0 and not result.extra["speedup_noisy"] and result.speedup > 2.0, pairs
     assert result.extra["timed_calls"] >= 2 * (10 + 3)  # both pairs: warm-up and min_reps timed calls each
     # both pairs' references forked alike, before this supervisor ran a parallel op (a fork after that hung in one)
-    assert first["reference"] == second["reference"] == "forked"
+    assert {pair["reference"] for pair in pairs} == {"forked"}
 
 
 @pytest.mark.parametrize("calls", [4, 40])

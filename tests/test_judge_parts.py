@@ -291,7 +291,10 @@ def test_a_second_pair_of_runners_is_asked_for_a_steady_cpu_speedup_outside_five
     assert another_pair([pair(1.12)], 0, "cpu") and another_pair([pair(0.9)], 0, "cpu")
     assert not another_pair([pair(1.04)], 0, "cpu") and not another_pair([pair(0.96)], 0, "cpu")  # within +-5%
     assert not another_pair([pair(1.3, noisy=True)], 0, "cpu")  # already not printed as a gain
-    assert not another_pair([pair(1.12)], 0, "cuda") and not another_pair([pair(1.12), pair(1.0)], 0, "cpu")
+    assert not another_pair([pair(1.12)], 0, "cuda") and not another_pair([pair(1.12), pair(1.1)], 0, "cpu")  # two agree
+    assert another_pair([pair(1.19), pair(1.07)], 0, "cpu")  # two steady gains that disagree: a third pair
+    assert not another_pair([pair(1.12), pair(1.0)], 0, "cpu")  # already noisy: the hull reaches 1.0
+    assert not another_pair([pair(1.19), pair(1.07), pair(1.0)], 0, "cpu")  # three at most, unless asked
     assert another_pair([pair(1.0)], 3, "cuda") and another_pair([pair(1.0)] * 2, 3, "cpu") and not another_pair([pair(1.0)] * 3, 3, "cpu")
 
 
@@ -307,6 +310,8 @@ def test_pairs_of_runners_that_disagree_make_the_speedup_noisy_and_pairs_that_ag
     assert not steady.noisy and steady.lo == pytest.approx(2.85 * 0.98) and steady.hi == pytest.approx(3.0 * 1.02)
     assert not combine_pairs([pair(0.8), pair(0.81)]).noisy  # a loss both pairs see
     assert combine_pairs([pair(1.0)]) == pair(1.0)
+    three = combine_pairs([pair(1.19), pair(1.07), pair(1.0)])  # the median pair's speedup; the hull reaches 1.0
+    assert three.speedup == pytest.approx(1.07) and three.noisy
     capped = combine_pairs([PairTiming(1.5, 1.45, 1.55, False, True), pair(1.5)])
     assert capped.capped and not capped.noisy
 

@@ -165,7 +165,8 @@ def wall_check(ref_ms: list[float], ref_wall: list[float], new_ms: list[float], 
 
 # ---------------------------------------------------------------- process pairs
 
-PAIR_BAND = 0.05  # on a CPU, a speedup outside +-5% that is not noisy is timed again in a fresh pair of runners
+PAIR_BAND = 0.05  # on a CPU, a speedup outside +-5% that is not noisy is timed again in a fresh pair of runners ...
+AUTO_PAIRS = 3  # ... and a third pair where the two disagree (another_pair)
 
 
 @dataclasses.dataclass
@@ -185,29 +186,37 @@ class PairTiming:
 
 def another_pair(pairs: list[PairTiming], asked: int, device: str) -> bool:
     """Whether to time once more in a fresh pair of runners: ``asked`` pairs in all, or (``asked`` 0) on a CPU a second
-    when the first's speedup lies outside +-PAIR_BAND without being noisy. An offset that lasts a whole evaluation
-    (where each process's threads and buffers landed) is the same in every round, so no interval from one pair's
-    rounds can see it; a second pair of processes draws it afresh (docs/judge.md, "Speedups the timing cannot resolve")."""
+    when the first's speedup lies outside +-PAIR_BAND without being noisy, and a third when those two disagree (each
+    outside the other's interval) on a result that is not noisy yet. An offset that lasts a whole evaluation (where
+    each process's threads and buffers landed) is the same in every round, so no interval from one pair's rounds can
+    see it; a fresh pair of processes draws it afresh (docs/judge.md, "Speedups the timing cannot resolve")."""
     if asked:
         return len(pairs) < asked
-    if device != "cpu" or len(pairs) != 1:
+    if device != "cpu" or not pairs or len(pairs) >= AUTO_PAIRS:
         return False
-    first = pairs[0]
-    return not first.noisy and math.isfinite(first.speedup) and first.speedup > 0 and abs(math.log(first.speedup)) > math.log1p(PAIR_BAND)
+    if len(pairs) == 1:
+        first = pairs[0]
+        steady = not first.noisy and math.isfinite(first.speedup) and first.speedup > 0
+        return steady and abs(math.log(first.speedup)) > math.log1p(PAIR_BAND)
+    return _apart(pairs) and not combine_pairs(pairs).noisy
+
+
+def _apart(pairs: list[PairTiming]) -> bool:
+    """Whether some pair's interval lies wholly above another's: the processes disagree by more than their rounds explain."""
+    return max(t.lo for t in pairs) > min(t.hi for t in pairs)
 
 
 def combine_pairs(pairs: list[PairTiming]) -> PairTiming:
-    """The pairs' speedup: their geometric mean, its interval the hull of theirs. Noisy: a gain whose hull reaches 1.0,
-    a loss whose hull reaches it where the pairs' own intervals do not overlap (the processes disagree by more than
-    their rounds can explain), or a hull wider than NOISY_WIDTH."""
+    """The pairs' speedup: the median of theirs (in logs: two pairs give their geometric mean), its interval the hull of
+    theirs. Noisy: a gain whose hull reaches 1.0, a loss whose hull reaches it where the pairs disagree (:func:`_apart`),
+    or a hull wider than NOISY_WIDTH."""
     if len(pairs) == 1:
         return pairs[0]
     logs = [math.log(t.speedup) if math.isfinite(t.speedup) and t.speedup > 0 else math.nan for t in pairs]
     if any(math.isnan(v) for v in logs):
         return PairTiming(math.inf, 0.0, math.inf, True, any(t.capped for t in pairs))
-    speedup = math.exp(math.fsum(logs) / len(logs))
+    speedup = math.exp(statistics.median(logs))
     lo, hi = min(t.lo for t in pairs), max(t.hi for t in pairs)
-    apart = max(t.lo for t in pairs) > min(t.hi for t in pairs)
     reaches = lo <= 1.0 <= hi
-    noisy = (reaches and (speedup > 1.0 or apart)) or not lo > 0 or hi / lo > NOISY_WIDTH
+    noisy = (reaches and (speedup > 1.0 or _apart(pairs))) or not lo > 0 or hi / lo > NOISY_WIDTH
     return PairTiming(speedup, lo, hi, noisy, any(t.capped for t in pairs))

@@ -76,7 +76,7 @@ from .sandbox import (
     thaw,
     tree_cpu_seconds,
 )
-from .stats import PairTiming, Stopper, WallCheck, another_pair, combine_pairs, speedup_interval, wall_check
+from .stats import AUTO_PAIRS, PairTiming, Stopper, WallCheck, another_pair, combine_pairs, speedup_interval, wall_check
 from .transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer, contiguous_strides
 
 if TYPE_CHECKING:
@@ -607,7 +607,7 @@ class Supervisor:
         """How many pairs of runner processes this evaluation may time in (:func:`stats.another_pair`)."""
         if self.spec.build_only or self.cpu_check:
             return 1
-        return self.cfg.process_pairs or (2 if self.device.type == "cpu" else 1)
+        return self.cfg.process_pairs or (AUTO_PAIRS if self.device.type == "cpu" else 1)
 
     def time_again(self) -> None:
         """Time in fresh runner processes, both sides, while :func:`stats.another_pair` asks: an offset that lasts a
