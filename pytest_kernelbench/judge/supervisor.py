@@ -282,7 +282,8 @@ class Supervisor:
         self.status.enter("reference")
         self.ref = self.start_reference()  # before this process touches CUDA: then it can be forked
         # and the reference runners of later process pairs (time_again), forked now too: idle until then, and alike
-        self.spares = [self.start_reference(tag=f"-{k + 2}") for k in range(self.pairs_at_most() - 1)]
+        for k in range(self.pairs_at_most() - 1):
+            self.spares.append(self.start_reference(tag=f"-{k + 2}"))
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
         if self.cpu_check:
@@ -372,7 +373,9 @@ class Supervisor:
             mine, theirs = socket.socketpair()
             log = self.work / f"reference{tag}.log"
             try:
-                process = ForkedRunner(serve, scratch=scratch, log_path=log, pass_fd=theirs.fileno(), close_fds=[mine.fileno()])
+                held = [side.channel.sock.fileno() for side in (self.ref, *self.spares) if side is not None]  # the other runners'
+                held = [fd for fd in held if fd >= 0]
+                process = ForkedRunner(serve, scratch=scratch, log_path=log, pass_fd=theirs.fileno(), close_fds=[mine.fileno(), *held])
             finally:
                 theirs.close()
             return Side("reference", Channel(mine), process, log, trusted=True)
