@@ -119,7 +119,7 @@ class EvalConfig:
     # fit in the supervisor's bounds on a GPU (judge/supervisor.py calls_per_round), 1 on the CPU
     round_calls: int = 0
     # pairs of runner processes the timing runs in, each pair started afresh (judge/stats.py another_pair): 0 is one,
-    # and on the CPU a second where the first's speedup lies outside +-5% without being noisy
+    # and on the CPU a second where the first's speedup lies outside +-5% without being noisy, a third where those disagree
     process_pairs: int = 0
     # timed calls whose outputs total less than this are all compared; above it, each one is with probability
     # 1/4 (the supervisor's draw, which the candidate cannot see), and at least 4 (docs/judge.md, "Which calls are checked")
@@ -257,7 +257,8 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
     JudgeOption("round_calls", "--round-calls", "calls of each side per timing round, each on fresh inputs (0: automatic, "
                 "up to 16 on a GPU for small, fast problems; 1 on the CPU)", pytest_flags=("--kb-round-calls",)),
     JudgeOption("process_pairs", "--process-pairs", "pairs of fresh runner processes to time in (0: automatic, one, and "
-                "on the CPU a second where the first's speedup is outside 0.95-1.05 and not noisy)", pytest_flags=("--kb-process-pairs",)),
+                "on the CPU a second where the first's speedup is outside 0.95-1.05 and not noisy, a third where those two "
+                "disagree)", pytest_flags=("--kb-process-pairs",)),
     JudgeOption("sandbox", "--sandbox", "the candidate's runner: in a bubblewrap sandbox if one starts (auto), "
                 "always (required: an error without one), or never (off)", pytest_flags=("--kb-sandbox",),
                 choices=("auto", "required", "off")),
