@@ -28,7 +28,9 @@ def broken(name: str):
 
 
 def cpu_config(**overrides) -> EvalConfig:
-    settings = {"device": "cpu", "timeout": 60.0, "trials": 3, "max_time": 0.2}
+    """A small CPU judge. One pair of runner processes unless a test asks for more (``process_pairs=0``: the judge's
+    default, a further pair where a steady speedup lies outside +-5%): tests of the pairs ask for them."""
+    settings = {"device": "cpu", "timeout": 60.0, "trials": 3, "max_time": 0.2, "process_pairs": 1}
     settings.update(overrides)
     return EvalConfig(**settings)
 

@@ -101,7 +101,8 @@ def test_a_cpu_speedup_is_timed_again_in_fresh_runners_and_noisy_when_the_proces
     problem_file.parent.mkdir()
     problem_file.write_text(SLEEPY_PROBLEM)
     source = FIRST_PROCESS_FAST.replace("FIRST_ONLY", str(first_only))
-    config = cpu_config(build_dir=str(tmp_path / "builds"), max_time=0.3)
+    # the judge's default pairs; 20 rounds a pair, so that a loaded machine's stretches do not widen a pair's own interval
+    config = cpu_config(build_dir=str(tmp_path / "builds"), min_reps=20, max_time=0.5, process_pairs=0)
     result = evaluate(problem_from_path(problem_file), Candidate(source, "", "first-process-fast"), config)
     assert result.outcome is Outcome.CORRECT, result.message
     first, second, *third = pairs = result.extra["process_pairs"]  # the first pair's 4x is steady: a second pair is timed
@@ -109,8 +110,10 @@ def test_a_cpu_speedup_is_timed_again_in_fresh_runners_and_noisy_when_the_proces
     if first_only:  # the second pair's processes see no gain: the two disagree, and the gain is not printed as one
         assert second["speedup"] < 1.25 and result.extra["speedup_noisy"] and not third, pairs  # noisy: no third pair
     else:
-        assert second["speedup"] > 2.0 and not result.extra["speedup_noisy"] and result.speedup > 2.0, pairs
-    assert result.extra["timed_calls"] >= 2 * (10 + 3)  # both pairs: warm-up and min_reps timed calls each
+        assert second["speedup"] > 2.0 and result.speedup > 2.0, pairs
+        # pairs that agree on a gain add no doubt of their own: noisy only where a pair's own rounds were
+        assert result.extra["speedup_noisy"] == any(pair["noisy"] for pair in pairs), pairs
+    assert result.extra["timed_calls"] >= 2 * (20 + 3)  # both pairs: warm-up and min_reps timed calls each
     # both pairs' references forked alike, before this supervisor ran a parallel op (a fork after that hung in one)
     assert {pair["reference"] for pair in pairs} == {"forked"}
 
