@@ -415,6 +415,10 @@ class Supervisor:
         self.folder = self.build() if self.needs_build else None
         if self.new is None:  # not started early (launch_early)
             self.new = self.launch_runner(self.folder)
+        self.load_candidate()
+
+    def load_candidate(self) -> None:
+        """The candidate's runner set up, and its ``ModelNew`` imported there (its build folder bound)."""
         self.set_up(self.new)
         self.ask(self.new, p.Load(self.source, "kb_candidate.py", "ModelNew"), p.Done)
 
@@ -632,8 +636,7 @@ class Supervisor:
             self.ref = self.spares.pop(0) if self.spares else self.start_reference(fork=False, tag=f"-{len(self.pairs) + 1}")
             self.ready_reference()
             self.status.enter("compile")
-            self.set_up(self.new)
-            self.ask(self.new, p.Load(self.source, "kb_candidate.py", "ModelNew"), p.Done)
+            self.load_candidate()
             self.init()
             self.time()
             self.stop_candidate()
