@@ -36,16 +36,19 @@ from pytest_kernelbench.problems import problem_from_path  # noqa: E402
 PROBLEM = REPO / "problems" / "mini" / "1_LeakyReluScale.py"
 
 
-def condition(paused: bool | None, builds: int, jobs: int, pairs: int = 0) -> dict:
-    """paused None: no pool at all (the machine's own noise). ``pairs``: the judge's --process-pairs."""
+def condition(paused: bool | None, builds: int, jobs: int, pairs: int = 0, timing: dict | None = None) -> dict:
+    """paused None: no pool at all (the machine's own noise). ``pairs``: the judge's --process-pairs; ``timing``: other
+    EvalConfig settings (max_reps, max_time; unset: the judge's defaults)."""
     root = Path(tempfile.mkdtemp(prefix="kb-cpu-timing-"))
-    judge = EvalConfig(device="cpu", lock_dir=str(root / "locks"), build_dir=str(root / "builds"), pch_dir="off", process_pairs=pairs)
+    settings = {"process_pairs": pairs, **(timing or {})}
+    judge = EvalConfig(device="cpu", lock_dir=str(root / "locks"), build_dir=str(root / "builds"), pch_dir="off", **settings)
     pool_locks = judge.lock_dir if paused else str(root / "pool-locks")
     pool = Prebuilder(EvalConfig(device="cpu", lock_dir=pool_locks, build_dir=str(root / "builds"), pch_dir="off"), jobs)
     for candidate in variants("cpu", builds) if paused is not None else []:
         pool.submit(problem_from_path(PROBLEM), candidate)
     speedups: dict[str, float | None] = {}
     noisy: dict[str, bool] = {}  # the judge's own verdict: its interval reaches 1.0 or is too wide (never printed as a gain)
+    calls: dict[str, int] = {}  # timed calls of each side, every pair's
     pair_runs: dict[str, list] = {}  # where the timing ran in more than one pair of runners: each pair's own figures
     started = time.monotonic()
     for path in sorted((REPO / "problems" / "mini").glob("*.py")):
@@ -54,13 +57,15 @@ def condition(paused: bool | None, builds: int, jobs: int, pairs: int = 0) -> di
             result = evaluate(problem, baseline_candidate(problem), judge)
             speedups[problem.id] = result.speedup
             noisy[problem.id] = bool(result.extra.get("speedup_noisy"))
+            calls[problem.id] = result.extra.get("timed_calls", 0)
             if result.extra.get("process_pairs"):
                 pair_runs[problem.id] = result.extra["process_pairs"]
     pool.close(wait=False)
     values = [s for s in speedups.values() if s]
     outside = [k for k, s in speedups.items() if s and abs(s - 1) > 0.05]
     return {"paused": paused, "judged_while_building": len(speedups), "wall_s": round(time.monotonic() - started, 1),
-            "speedups": {k: (round(v, 3) if v else None) for k, v in speedups.items()}, "noisy": noisy, "process_pairs": pair_runs,
+            "speedups": {k: (round(v, 3) if v else None) for k, v in speedups.items()}, "noisy": noisy,
+            "timed_calls": calls, "process_pairs": pair_runs,
             "min": round(min(values), 3) if values else None, "max": round(max(values), 3) if values else None,
             "within_5pct": sum(1 for s in values if abs(s - 1) <= 0.05),
             "outside_5pct_not_noisy": [k for k in outside if not noisy[k]],
@@ -75,10 +80,13 @@ def main() -> None:
     ap.add_argument("--conditions", default="running,paused",
                     help="running (builds keep running), paused (builds stop in timed phases), idle (no builds at all)")
     ap.add_argument("--process-pairs", type=int, default=0, help="the judge's --process-pairs (0: automatic)")
+    ap.add_argument("--max-reps", type=int, default=0, help="EvalConfig.max_reps: timed calls a side at most (0: the judge's default)")
+    ap.add_argument("--max-time", type=float, default=0.0, help="EvalConfig.max_time: timing seconds a pair (0: the judge's default)")
     args = ap.parse_args()
+    timing = {"max_reps": args.max_reps, "max_time": args.max_time}
     rows = []
     for paused in [{"running": False, "paused": True, "idle": None}[c] for c in args.conditions.split(",")]:
-        rows.append(condition(paused, args.builds, args.jobs, args.process_pairs))
+        rows.append(condition(paused, args.builds, args.jobs, args.process_pairs, timing))
         print(json.dumps(rows[-1]), flush=True)
         stamp = time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())
         Path(args.out).write_text(json.dumps({"date": stamp, "args": vars(args), "rows": rows}, indent=1))

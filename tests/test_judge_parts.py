@@ -293,6 +293,9 @@ def test_a_second_pair_of_runners_is_asked_for_a_steady_cpu_speedup_outside_five
     assert not another_pair([pair(1.3, noisy=True)], 0, "cpu")  # already not printed as a gain
     assert not another_pair([pair(1.12)], 0, "cuda") and not another_pair([pair(1.12), pair(1.1)], 0, "cpu")  # two agree
     assert another_pair([pair(1.19), pair(1.07)], 0, "cpu")  # two steady gains that disagree: a third pair
+    assert another_pair([pair(0.92, half=0.03), pair(0.97, half=0.03)], 0, "cpu")  # 0.944 from one pair's loss: a third
+    assert not another_pair([pair(0.91, half=0.03), pair(0.93, half=0.03)], 0, "cpu")  # a loss both pairs see: confirmed
+    assert not another_pair([pair(0.96, half=0.03), pair(0.99, half=0.03)], 0, "cpu")  # within +-5% together
     assert not another_pair([pair(1.12), pair(1.0)], 0, "cpu")  # already noisy: the hull reaches 1.0
     assert not another_pair([pair(1.19), pair(1.07), pair(1.0)], 0, "cpu")  # three at most, unless asked
     assert another_pair([pair(1.0)], 3, "cuda") and another_pair([pair(1.0)] * 2, 3, "cpu") and not another_pair([pair(1.0)] * 3, 3, "cpu")

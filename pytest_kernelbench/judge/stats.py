@@ -166,7 +166,7 @@ def wall_check(ref_ms: list[float], ref_wall: list[float], new_ms: list[float], 
 # ---------------------------------------------------------------- process pairs
 
 PAIR_BAND = 0.05  # on a CPU, a speedup outside +-5% that is not noisy is timed again in a fresh pair of runners ...
-AUTO_PAIRS = 3  # ... and a third pair where the two disagree (another_pair)
+AUTO_PAIRS = 3  # ... and a third pair where the two leave it in doubt (another_pair)
 
 
 @dataclasses.dataclass
@@ -186,19 +186,29 @@ class PairTiming:
 
 def another_pair(pairs: list[PairTiming], asked: int, device: str) -> bool:
     """Whether to time once more in a fresh pair of runners: ``asked`` pairs in all, or (``asked`` 0) on a CPU a second
-    when the first's speedup lies outside +-PAIR_BAND without being noisy, and a third when those two disagree (each
-    outside the other's interval) on a result that is not noisy yet. An offset that lasts a whole evaluation (where
-    each process's threads and buffers landed) is the same in every round, so no interval from one pair's rounds can
-    see it; a fresh pair of processes draws it afresh (docs/judge.md, "Speedups the timing cannot resolve")."""
+    when the first's speedup lies outside +-PAIR_BAND without being noisy, and a third where the two leave a result
+    that is not noisy yet in doubt: they disagree (each outside the other's interval), or their combined speedup lies
+    outside the band while one of them lies within it or beyond the other side. An offset that lasts a whole
+    evaluation (where each process's threads and buffers landed) is the same in every round, so no interval from one
+    pair's rounds can see it; a fresh pair of processes draws it afresh, and the median of three outvotes one
+    outlying pair (docs/judge.md, "Speedups the timing cannot resolve")."""
     if asked:
         return len(pairs) < asked
     if device != "cpu" or not pairs or len(pairs) >= AUTO_PAIRS:
         return False
     if len(pairs) == 1:
         first = pairs[0]
-        steady = not first.noisy and math.isfinite(first.speedup) and first.speedup > 0
-        return steady and abs(math.log(first.speedup)) > math.log1p(PAIR_BAND)
-    return _apart(pairs) and not combine_pairs(pairs).noisy
+        return not first.noisy and math.isfinite(first.speedup) and first.speedup > 0 and _outside(first.speedup)
+    combined = combine_pairs(pairs)
+    if combined.noisy:
+        return False
+    confirmed = all(_outside(t.speedup) and (t.speedup > 1) == (combined.speedup > 1) for t in pairs)
+    return _apart(pairs) or (_outside(combined.speedup) and not confirmed)
+
+
+def _outside(speedup: float) -> bool:
+    """Whether a speedup lies outside +-PAIR_BAND (in logs: 1/1.05 to 1.05)."""
+    return abs(math.log(speedup)) > math.log1p(PAIR_BAND)
 
 
 def _apart(pairs: list[PairTiming]) -> bool:
