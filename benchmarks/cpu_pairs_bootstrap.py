@@ -6,8 +6,8 @@ Reads ``cpu_timing_under_builds.py`` lines whose evaluations were timed in force
 16 threads a side (arms ``base``, ``thp``, ``16``, ``50:2``, ``150:3``), pools each problem's pairs, and draws
 evaluations from them: the first pair, then more while a rule asks (each draw independent, which the measured pairs
 are: docs/performance.md, "fifteenth session"). For each rule, the share of results within +-5%, outside and flagged
-noisy, outside and not flagged, and the pairs a result cost. ``--scale F`` multiplies every pair by F (a candidate
-truly F times as fast).
+noisy, outside and not flagged, and the pairs a result cost; every pair's noisy flag is set as the judge sets it now.
+``--scale F`` multiplies every pair by F (a candidate truly F times as fast).
 """
 
 from __future__ import annotations
@@ -23,15 +23,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_kernelbench.judge.stats import AUTO_PAIRS, PairTiming, _apart, another_pair, combine_pairs  # noqa: E402
+from pytest_kernelbench.judge.stats import (  # noqa: E402
+    AUTO_PAIRS,
+    NOISY_WIDTH,
+    PAIR_BAND,
+    PairTiming,
+    _apart,
+    _meaningless,
+    another_pair,
+    combine_pairs,
+)
 
 SIXTEEN_THREAD_ARMS = {"base", "thp", "16", "50:2", "150:3"}
 
 
 def fourteenth_session_rule(pairs: list[PairTiming]) -> bool:
-    """The rule before 0e9055c: a second pair as now, a third only where the two disagree."""
+    """The rule before 0e9055c: a second pair where the first is outside +-5% and not noisy, a third only where the
+    two disagree."""
     if len(pairs) == 1:
-        return another_pair(pairs, 0, "cpu")
+        return not pairs[0].noisy and abs(math.log(pairs[0].speedup)) > math.log1p(PAIR_BAND)
     return len(pairs) < AUTO_PAIRS and _apart(pairs) and not combine_pairs(pairs).noisy
 
 
@@ -52,14 +62,19 @@ def load(paths: list[str]) -> dict[str, list[PairTiming]]:
                 continue
             for problem, pairs in row["process_pairs"].items():
                 for p in pairs:
-                    lo, hi = p["interval"]
-                    pool[problem].append(PairTiming(p["speedup"], lo or 0.0, math.inf if hi is None else hi, p["noisy"], p["capped"]))
+                    lo, hi = p["interval"][0] or 0.0, math.inf if p["interval"][1] is None else p["interval"][1]
+                    pool[problem].append(PairTiming(p["speedup"], lo, hi, flag(p["speedup"], lo, hi), p["capped"]))
     return pool
+
+
+def flag(speedup: float, lo: float, hi: float) -> bool:
+    """A pair's noisy flag as the judge sets it now (stats.speedup_interval), whatever the run recorded."""
+    return not lo > 0 or _meaningless(speedup, lo, hi) or hi / lo > NOISY_WIDTH
 
 
 def scaled(t: PairTiming, f: float) -> PairTiming:
     lo, speedup, hi = t.lo * f, t.speedup * f, t.hi * f
-    return PairTiming(speedup, lo, hi, (lo <= 1.0 < speedup) or hi / lo > 2.0, t.capped)
+    return PairTiming(speedup, lo, hi, flag(speedup, lo, hi), t.capped)
 
 
 def main() -> None:

@@ -282,15 +282,20 @@ def test_a_gain_the_rounds_spread_cannot_resolve_is_noisy_and_a_steady_one_is_no
     assert noisy and lo <= 1.0 < 1.1 < hi
     assert speedup_interval(ref[:3], steady[:3], 1.3)[2]  # too few rounds to know
     assert not speedup_interval(ref, jumpy, 0.5)[2]  # a loss is printed as one: no gain is claimed
+    lo, hi, noisy = speedup_interval(ref, [n * 1.1 / 0.92 for n in jumpy], 0.92)  # 8% slower, as jumpy: 1.0 inside
+    assert noisy and lo < 0.92 < 1.0 < hi  # a loss that may be none is not printed plain
+    lo, hi, noisy = speedup_interval(ref, [n * 1.1 / 0.97 for n in jumpy], 0.97)
+    assert not noisy and lo < 0.97 < 1.0 < hi  # within +-5%: nothing is claimed beyond noise
 
 
-def test_a_second_pair_of_runners_is_asked_for_a_steady_cpu_speedup_outside_five_percent_only():
+def test_a_second_pair_of_runners_is_asked_for_a_cpu_speedup_outside_five_percent_only():
     def pair(speedup, half=0.02, noisy=False):
         return PairTiming(speedup, speedup * (1 - half), speedup * (1 + half), noisy, False)
 
     assert another_pair([pair(1.12)], 0, "cpu") and another_pair([pair(0.9)], 0, "cpu")
     assert not another_pair([pair(1.04)], 0, "cpu") and not another_pair([pair(0.96)], 0, "cpu")  # within +-5%
-    assert not another_pair([pair(1.3, noisy=True)], 0, "cpu")  # already not printed as a gain
+    assert another_pair([pair(1.3, noisy=True)], 0, "cpu")  # noisy, timed again: its figure moves, its hull stays
+    assert not another_pair([pair(1.3, half=0.5, noisy=True)], 0, "cpu")  # an interval wider than 2x says nothing
     assert not another_pair([pair(1.12)], 0, "cuda") and not another_pair([pair(1.12), pair(1.1)], 0, "cpu")  # two agree
     assert another_pair([pair(1.19), pair(1.07)], 0, "cpu")  # two steady gains that disagree: a third pair
     assert another_pair([pair(0.92, half=0.03), pair(0.97, half=0.03)], 0, "cpu")  # 0.944 from one pair's loss: a third
@@ -312,6 +317,9 @@ def test_pairs_of_runners_that_disagree_make_the_speedup_noisy_and_pairs_that_ag
     steady = combine_pairs([pair(3.0), pair(2.85)])  # real gains differ between processes too: still a gain
     assert not steady.noisy and steady.lo == pytest.approx(2.85 * 0.98) and steady.hi == pytest.approx(3.0 * 1.02)
     assert not combine_pairs([pair(0.8), pair(0.81)]).noisy  # a loss both pairs see
+    wide = combine_pairs([pair(0.82, half=0.25), pair(0.9)])  # pairs that agree on 0.859, a hull reaching 1.0: may be none
+    assert wide.noisy and wide.lo < 1.0 < wide.hi and wide.speedup == pytest.approx((0.82 * 0.9) ** 0.5)
+    assert not combine_pairs([pair(0.97, half=0.04), pair(0.98)]).noisy  # a loss within +-5% claims nothing
     assert combine_pairs([pair(1.0)]) == pair(1.0)
     three = combine_pairs([pair(1.19), pair(1.07), pair(1.0)])  # the median pair's speedup; the hull reaches 1.0
     assert three.speedup == pytest.approx(1.07) and three.noisy
