@@ -53,7 +53,7 @@ RULES: dict[str, Callable[[list[PairTiming]], bool]] = {
 }
 
 
-def load(paths: list[str]) -> dict[str, list[PairTiming]]:
+def load(paths: list[str], recorded_flags: bool = False) -> dict[str, list[PairTiming]]:
     pool: dict[str, list[PairTiming]] = defaultdict(list)
     for path in paths:
         for line in Path(path).read_text().splitlines():
@@ -63,7 +63,8 @@ def load(paths: list[str]) -> dict[str, list[PairTiming]]:
             for problem, pairs in row["process_pairs"].items():
                 for p in pairs:
                     lo, hi = p["interval"][0] or 0.0, math.inf if p["interval"][1] is None else p["interval"][1]
-                    pool[problem].append(PairTiming(p["speedup"], lo, hi, flag(p["speedup"], lo, hi), p["capped"]))
+                    noisy = p["noisy"] if recorded_flags else flag(p["speedup"], lo, hi)
+                    pool[problem].append(PairTiming(p["speedup"], lo, hi, noisy, p["capped"]))
     return pool
 
 
@@ -73,6 +74,9 @@ def flag(speedup: float, lo: float, hi: float) -> bool:
 
 
 def scaled(t: PairTiming, f: float) -> PairTiming:
+    """``t`` for a candidate ``f`` times as fast (its flag set again, as the judge would)."""
+    if f == 1.0:
+        return t
     lo, speedup, hi = t.lo * f, t.speedup * f, t.hi * f
     return PairTiming(speedup, lo, hi, flag(speedup, lo, hi), t.capped)
 
@@ -83,8 +87,9 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=3000, help="evaluations drawn per problem")
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--recorded-flags", action="store_true", help="each pair's noisy flag as its run recorded it")
     args = ap.parse_args()
-    pool = load(args.files)
+    pool = load(args.files, args.recorded_flags)
     print(f"{sum(map(len, pool.values()))} pairs of {len(pool)} problems; scale {args.scale}")
     for name, rule in RULES.items():
         rng = random.Random(args.seed)

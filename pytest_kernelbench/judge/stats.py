@@ -174,7 +174,7 @@ def wall_check(ref_ms: list[float], ref_wall: list[float], new_ms: list[float], 
 
 # ---------------------------------------------------------------- process pairs
 
-PAIR_BAND = 0.05  # on a CPU, a speedup outside +-5% that is not noisy is timed again in a fresh pair of runners ...
+PAIR_BAND = 0.05  # on a CPU, a speedup outside +-5% is timed again in a fresh pair of runners ...
 AUTO_PAIRS = 3  # ... and a third pair where the two leave it in doubt (another_pair)
 
 
