@@ -301,7 +301,8 @@ def test_a_second_pair_of_runners_is_asked_for_a_cpu_speedup_outside_five_percen
     assert another_pair([pair(0.92, half=0.03), pair(0.97, half=0.03)], 0, "cpu")  # 0.944 from one pair's loss: a third
     assert not another_pair([pair(0.91, half=0.03), pair(0.93, half=0.03)], 0, "cpu")  # a loss both pairs see: confirmed
     assert not another_pair([pair(0.96, half=0.03), pair(0.99, half=0.03)], 0, "cpu")  # within +-5% together
-    assert not another_pair([pair(1.12), pair(1.0)], 0, "cpu")  # already noisy: the hull reaches 1.0
+    assert another_pair([pair(1.12), pair(1.0)], 0, "cpu")  # noisy (the hull reaches 1.0) and in doubt: a third's median
+    assert not another_pair([pair(4.0), pair(1.0)], 0, "cpu")  # a hull wider than 2x: noisy after two, nothing to settle
     assert not another_pair([pair(1.19), pair(1.07), pair(1.0)], 0, "cpu")  # three at most, unless asked
     assert another_pair([pair(1.0)], 3, "cuda") and another_pair([pair(1.0)] * 2, 3, "cpu") and not another_pair([pair(1.0)] * 3, 3, "cpu")
 
