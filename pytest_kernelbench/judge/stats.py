@@ -213,14 +213,17 @@ def another_pair(pairs: list[PairTiming], asked: int, device: str) -> bool:
     if device != "cpu" or not pairs or len(pairs) >= AUTO_PAIRS:
         return False
     if len(pairs) == 1:
-        first = pairs[0]
-        known = math.isfinite(first.speedup) and first.speedup > 0 and first.lo > 0 and first.hi / first.lo <= NOISY_WIDTH
-        return known and _outside(first.speedup)
+        return _says_something(pairs[0]) and _outside(pairs[0].speedup)
     combined = combine_pairs(pairs)
-    if not (math.isfinite(combined.speedup) and combined.lo > 0 and combined.hi / combined.lo <= NOISY_WIDTH):
+    if not _says_something(combined):
         return False
     confirmed = all(_outside(t.speedup) and (t.speedup > 1) == (combined.speedup > 1) for t in pairs)
     return _apart(pairs) or (_outside(combined.speedup) and not confirmed)
+
+
+def _says_something(t: PairTiming) -> bool:
+    """Whether a timing's speedup is a number and its interval no wider than NOISY_WIDTH: one more pair can settle it."""
+    return math.isfinite(t.speedup) and t.speedup > 0 and t.lo > 0 and t.hi / t.lo <= NOISY_WIDTH
 
 
 def _outside(speedup: float) -> bool:
