@@ -23,16 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_kernelbench.judge.stats import (  # noqa: E402
-    AUTO_PAIRS,
-    NOISY_WIDTH,
-    PAIR_BAND,
-    PairTiming,
-    _apart,
-    _meaningless,
-    another_pair,
-    combine_pairs,
-)
+from pytest_kernelbench.judge.stats import AUTO_PAIRS, PairTiming, _apart, _outside, another_pair, combine_pairs, noisy_interval  # noqa: E402
 
 SIXTEEN_THREAD_ARMS = {"base", "thp", "16", "50:2", "150:3"}
 
@@ -41,7 +32,7 @@ def fourteenth_session_rule(pairs: list[PairTiming]) -> bool:
     """The rule before 0e9055c: a second pair where the first is outside +-5% and not noisy, a third only where the
     two disagree."""
     if len(pairs) == 1:
-        return not pairs[0].noisy and abs(math.log(pairs[0].speedup)) > math.log1p(PAIR_BAND)
+        return not pairs[0].noisy and _outside(pairs[0].speedup)
     return len(pairs) < AUTO_PAIRS and _apart(pairs) and not combine_pairs(pairs).noisy
 
 
@@ -63,14 +54,9 @@ def load(paths: list[str], recorded_flags: bool = False) -> dict[str, list[PairT
             for problem, pairs in row["process_pairs"].items():
                 for p in pairs:
                     lo, hi = p["interval"][0] or 0.0, math.inf if p["interval"][1] is None else p["interval"][1]
-                    noisy = p["noisy"] if recorded_flags else flag(p["speedup"], lo, hi)
+                    noisy = p["noisy"] if recorded_flags else noisy_interval(p["speedup"], lo, hi)
                     pool[problem].append(PairTiming(p["speedup"], lo, hi, noisy, p["capped"]))
     return pool
-
-
-def flag(speedup: float, lo: float, hi: float) -> bool:
-    """A pair's noisy flag as the judge sets it now (stats.speedup_interval), whatever the run recorded."""
-    return not lo > 0 or _meaningless(speedup, lo, hi) or hi / lo > NOISY_WIDTH
 
 
 def scaled(t: PairTiming, f: float) -> PairTiming:
@@ -78,7 +64,7 @@ def scaled(t: PairTiming, f: float) -> PairTiming:
     if f == 1.0:
         return t
     lo, speedup, hi = t.lo * f, t.speedup * f, t.hi * f
-    return PairTiming(speedup, lo, hi, flag(speedup, lo, hi), t.capped)
+    return PairTiming(speedup, lo, hi, noisy_interval(speedup, lo, hi), t.capped)
 
 
 def main() -> None:

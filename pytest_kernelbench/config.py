@@ -119,7 +119,7 @@ class EvalConfig:
     # fit in the supervisor's bounds on a GPU (judge/supervisor.py calls_per_round), 1 on the CPU
     round_calls: int = 0
     # pairs of runner processes the timing runs in, each pair started afresh (judge/stats.py another_pair): 0 is one,
-    # and on the CPU a second where the first's speedup lies outside +-5% (noisy or not), a third where those disagree
+    # and on the CPU a second where the first's speedup lies outside +-5% (noisy or not), a third where those leave it in doubt
     process_pairs: int = 0
     # timed calls whose outputs total less than this are all compared; above it, each one is with probability
     # 1/4 (the supervisor's draw, which the candidate cannot see), and at least 4 (docs/judge.md, "Which calls are checked")

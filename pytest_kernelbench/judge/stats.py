@@ -121,7 +121,13 @@ def speedup_interval(ref_ms: list[float], new_ms: list[float], speedup: float) -
     if not math.isfinite(half) or not math.isfinite(speedup) or speedup <= 0:
         return 0.0, math.inf, True
     lo, hi = speedup * math.exp(-half), speedup * math.exp(half)
-    return lo, hi, _meaningless(speedup, lo, hi) or hi / lo > NOISY_WIDTH
+    return lo, hi, noisy_interval(speedup, lo, hi)
+
+
+def noisy_interval(speedup: float, lo: float, hi: float) -> bool:
+    """Whether ``speedup`` with its interval ``lo``-``hi`` is noisy: no interval, one that makes it say nothing
+    (:func:`_meaningless`), or one wider than :data:`NOISY_WIDTH`."""
+    return not lo > 0 or _meaningless(speedup, lo, hi) or hi / lo > NOISY_WIDTH
 
 
 def _meaningless(speedup: float, lo: float, hi: float) -> bool:
@@ -247,5 +253,5 @@ def combine_pairs(pairs: list[PairTiming]) -> PairTiming:
         return PairTiming(math.inf, 0.0, math.inf, True, any(t.capped for t in pairs))
     speedup = math.exp(statistics.median(logs))
     lo, hi = min(t.lo for t in pairs), max(t.hi for t in pairs)
-    noisy = _meaningless(speedup, lo, hi) or (lo <= 1.0 <= hi and _apart(pairs)) or not lo > 0 or hi / lo > NOISY_WIDTH
+    noisy = noisy_interval(speedup, lo, hi) or (lo <= 1.0 <= hi and _apart(pairs))
     return PairTiming(speedup, lo, hi, noisy, any(t.capped for t in pairs))
