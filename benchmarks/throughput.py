@@ -120,8 +120,9 @@ def variants(device: str, count: int, kernel: str = "mini") -> list[Candidate]:
     return out
 
 
-def corpus_pairs(corpus: str, datasets: list[str], count: int | None) -> list[tuple[Problem, Candidate, str]]:
-    """(problem, candidate, kind) for each candidate of a corpus, problems looked up in the datasets by level and id."""
+def corpus_pairs(corpus: str, datasets: list[str], count: int | None, only: set[int] | None = None) -> list[tuple[Problem, Candidate, str]]:
+    """(problem, candidate, kind) for each candidate of a corpus, problems looked up in the datasets by level and id;
+    ``only``: of these problem ids (the first ``count`` candidates, then filtered)."""
     entries = []  # ((level, id), candidate, kind)
     if corpus == "level3":
         files = sorted((CORPUS / "level3").glob("*.py"), key=lambda f: (int(f.name.split("_", 1)[0]), f.name))
@@ -138,6 +139,9 @@ def corpus_pairs(corpus: str, datasets: list[str], count: int | None) -> list[tu
         make = synthetic.cuda_variants if corpus == "level1-cuda" else synthetic.triton_variants
         for v in make(count or 16):
             entries.append(((v.level, v.problem_id), Candidate(v.source, "", f"{v.name} {v.kind} {v.label}"), v.kind))
+    entries = [e for e in entries if only is None or e[0][1] in only]
+    if not entries:
+        raise SystemExit(f"error: no candidate of --corpus {corpus} is for --problems {sorted(only or ())}: name ids the corpus has")
     levels = sorted({key[0] for key, _, _ in entries})
     problems = {(p.level, p.problem_id): p for spec in datasets for p in unique_problems(load_source(spec, levels))}
     missing = sorted({f"{k[0]}/{k[1]}" for k, _, _ in entries if k not in problems})
@@ -201,7 +205,7 @@ def _pch_events(config: EvalConfig, since: float) -> dict[str, int]:
     return counts
 
 
-def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
+def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", samples=False):
     """Judge each (problem, candidate, kind) of ``pairs``; one JSON row for the phase."""
     since = time.time()
     started = time.monotonic()
@@ -225,6 +229,9 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic"):
                     "cpu_s": result.extra.get("cpu_s", {})}  # fmt: skip
             if not result.correct:
                 line["message"] = result.message[:400]
+            if samples and result.ref and result.new:  # each side's timing samples, in the order they were taken
+                line.update(samples={"ref": result.ref.samples, "new": result.new.samples},
+                            timing={k: result.extra.get(k) for k in ("timing_stop", "calls_per_round", "timer")})
             print("judged " + json.dumps(line), flush=True)
             return result
 
@@ -309,6 +316,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--min-reps", type=int, default=0,
                         help="timing samples of each side at least (EvalConfig.min_reps; 0: the judge's default)")
+    parser.add_argument("--problems", default="", help="level-1 corpora: only candidates for these problem ids (comma-separated)")
+    parser.add_argument("--samples", action="store_true", help="each judged line also holds both sides' timing samples")
     parser.add_argument("--out", type=Path, default=Path("throughput-out"))
     parser.add_argument("--kernel", choices=("mini", "light"), default="mini",
                         help="CUDA candidates: the bundled solution, or it with a .cu that includes only the headers it uses")  # fmt: skip
@@ -323,7 +332,8 @@ def main() -> None:
         if args.device != "cuda":
             raise SystemExit(f"error: --corpus {args.corpus} holds GPU candidates (CUDA, Triton): use --device cuda")
         datasets = dataset_specs(args.dataset) or [DEFAULT_DATASET]  # --dataset, else $KERNELBENCH_DATASET, else the default
-        pairs = corpus_pairs(args.corpus, datasets, args.count)
+        only = {int(v) for v in args.problems.split(",") if v.strip()} if args.problems else None
+        pairs = corpus_pairs(args.corpus, datasets, args.count, only)
     scratch = Path(tempfile.mkdtemp(prefix="kb-throughput-"))
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"), "corpus": args.corpus,
            "args": vars(args) | {"out": str(args.out)}}  # fmt: skip
@@ -335,10 +345,11 @@ def main() -> None:
                           lock_dir=str(scratch / "locks"), pch_dir=pch)  # fmt: skip
 
     for phase in args.phases.split(","):
+        judged = {"judges": args.judges, "corpus": args.corpus, "samples": args.samples}
         if phase == "pipeline":
-            row = run_phase("pipeline (cold)", pairs, config("pipeline"), args.build_jobs, args.device, args.judges, args.corpus)
+            row = run_phase("pipeline (cold)", pairs, config("pipeline"), args.build_jobs, args.device, **judged)
         elif phase == "warm":
-            row = run_phase("pipeline (warm cache)", pairs, config("pipeline"), args.build_jobs, args.device, args.judges, args.corpus)
+            row = run_phase("pipeline (warm cache)", pairs, config("pipeline"), args.build_jobs, args.device, **judged)
         elif phase == "serial":
             row = run_phase("serial (cold)", pairs[: args.serial_count], config("serial"), 0, args.device, corpus=args.corpus)
         else:
