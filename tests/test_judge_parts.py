@@ -223,22 +223,23 @@ def test_timing_takes_min_reps_samples_even_in_rounds_and_stops_by_calls():
     assert not calls.done(seen(29), elapsed=10.0) and calls.done(seen(30), elapsed=10.0) and calls.done(seen(300), elapsed=0.1)
 
 
-def test_a_gpu_timing_stops_once_its_medians_are_known_whatever_a_few_slow_calls_say():
+def test_a_big_calls_early_stop_reads_the_interquartile_range_and_the_full_rule_the_standard_deviation():
     """Sixteenth session, H100: a 3.1 ms reduction's reference took up to 7.2 ms on a few calls, and the standard
-    deviation kept its timing going until max_time (79 calls) though the median was known within 0.2%. On a GPU the
-    stopping rule reads the interquartile range; the CPU's rule is unchanged, and noise everywhere still defers both."""
+    deviation kept its timing going until max_time (79 calls) though the median was known within 0.2%. The early stop
+    now reads the interquartile range; the full rule does not (on level 1 its extra samples kept references within
+    +-2% where the robust rule let four out), and noise everywhere still defers both."""
     from pytest_kernelbench.judge.stats import Stopper
 
     steady = [3.10 + 0.01 * (i % 5) for i in range(30)]
-    slow = [7.2 if i in (5, 17) else 3.8 if i == 29 else v for i, v in enumerate(steady)]
-    samples = {"ref": slow, "new": steady}
-    assert not Stopper(30, 300, 3.0, 0.01).done(samples, elapsed=0.1)  # the CPU's rule: the outliers defer the stop
-    gpu = Stopper(30, 300, 3.0, 0.01, robust=True)
-    assert gpu.done(samples, elapsed=0.1)
-    assert gpu.precise({k: v[:16] for k, v in samples.items()}, 16, 0.005)  # the early stop of big calls, too
-    assert not Stopper(30, 300, 3.0, 0.01).precise({k: v[:16] for k, v in samples.items()}, 16, 0.005)
-    wide = {"ref": [1.0, 2.0] * 15, "new": steady}  # half the calls twice as slow: the median is not known
-    assert not gpu.done(wide, elapsed=0.1) and gpu.done(wide, elapsed=3.5)
+    slow = [7.2 if i in (5, 17) else v for i, v in enumerate(steady)]
+    first = {"ref": slow[:16], "new": steady[:16]}
+    assert Stopper(30, 300, 3.0, 0.01, robust=True).precise(first, 16, 0.005)
+    assert not Stopper(30, 300, 3.0, 0.01).precise(first, 16, 0.005)  # KB_ROBUST_STOP=0: the outliers defer it
+    for stopper in (Stopper(30, 300, 3.0, 0.01), Stopper(30, 300, 3.0, 0.01, robust=True)):
+        assert not stopper.done({"ref": slow, "new": steady}, elapsed=0.1)  # the full rule: on until max_time ...
+        assert stopper.done({"ref": slow, "new": steady}, elapsed=3.5)  # ... or max_reps
+    wide = {"ref": [1.0, 2.0] * 8, "new": steady[:16]}  # half the calls twice as slow: the median is not known
+    assert not Stopper(30, 300, 3.0, 0.01, robust=True).precise(wide, 16, 0.005)
 
 
 def test_stretches_of_slow_or_fast_rounds_widen_the_speedup_interval():

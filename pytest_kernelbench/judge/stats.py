@@ -1,12 +1,13 @@
 """Statistics the supervisor computes: when to stop timing, and whether the runner's times are believable.
 
 Stopping rule: at least ``min_reps`` repetitions; then stop as soon as, for every side, the
-standard error of the median (1.2533 * sigma / sqrt(n), the large-sample value) is below
+standard error of the median (1.2533 * std / sqrt(n), the large-sample value) is below
 ``rel_err`` of the median, or when ``max_time`` seconds have passed, or after ``max_reps``.
-On a GPU sigma comes from the interquartile range: a few slow calls (a 3.1 ms reduction's reference
-taking up to 7.2 ms) kept a median known within 0.2% timing until ``max_time``, 79 calls where 16
-would do (docs/performance.md, sixteenth session). On a CPU it stays the standard deviation: the CPU's
-noise comes in stretches of slow and fast rounds, and stopping sooner there was not measured.
+The early stop of big GPU calls (:meth:`Stopper.precise`) reads sigma from the interquartile range
+instead, which a few slow calls do not inflate (a 3.1 ms reduction's reference taking up to 7.2 ms
+kept a median known within 0.2% timing for 79 calls); the full rule keeps the standard deviation,
+whose extra samples held the level-1 references within +-2% where the robust rule did not
+(docs/performance.md, sixteenth session).
 
 Wall-clock cross-check. A runner's event times are claims (candidate code shares its process).
 For every call the supervisor also measures its own wall time, from the moment it starts writing
@@ -66,7 +67,7 @@ class Stopper:
     max_time: float
     rel_err: float
     calls_per_sample: int = 1
-    robust: bool = False  # the medians' precision from the interquartile range (median_rel_err): on a GPU
+    robust: bool = False  # precise(): the medians' precision from the interquartile range (median_rel_err)
 
     def done(self, samples: dict[str, list[float]], elapsed: float) -> bool:
         n = min((len(v) for v in samples.values()), default=0)
@@ -74,11 +75,12 @@ class Stopper:
             return True
         if n < self.min_reps:
             return False
-        return elapsed > self.max_time or all(median_rel_err(v, self.robust) < self.rel_err for v in samples.values())
+        return elapsed > self.max_time or all(median_rel_err(v) < self.rel_err for v in samples.values())
 
     def precise(self, samples: dict[str, list[float]], floor: int, rel_err: float) -> bool:
         """Whether every side has ``floor`` samples and its median is known within ``rel_err`` of itself: the early
-        stop of calls too big to share a round (``Supervisor.timed_batch``), whose every sample costs a full fresh input set."""
+        stop of calls too big to share a round (``Supervisor.timed_batch``), whose every sample costs a full fresh input set.
+        With ``robust`` the precision comes from the interquartile range: one slow call in sixteen does not defer it."""
         n = min((len(v) for v in samples.values()), default=0)
         return n >= floor and all(median_rel_err(v, self.robust) < rel_err for v in samples.values())
 

@@ -556,7 +556,7 @@ class Supervisor:
     def timed_batch(self, graph: bool, again: bool = False) -> tuple[bool, WallCheck]:
         """Timed calls until the stopping rule is met and at least MIN_CHECKED of them were checked (new samples
         each batch); then the wall-clock cross-check of the batch."""
-        robust = self.device.type == "cuda" and os.environ.get("KB_ROBUST_STOP", "1") != "0"  # stats.median_rel_err
+        robust = os.environ.get("KB_ROBUST_STOP", "1") != "0"  # the early stop's precision (Stopper.precise): IQR, or the std
         stopper = Stopper(self.cfg.timing_min_reps, self.cfg.max_reps, self.cfg.max_time, self.cfg.rel_err, self.round_calls, robust)
         self.samples, self.walls = {"ref": [], "new": []}, {"ref": [], "new": []}
         started, rounds, checked = _perf_counter(), 0, 0
@@ -574,7 +574,7 @@ class Supervisor:
             rounds, checked = rounds + 1, checked + sum(checks)
         extra = self.found["extra"]
         extra["timing_stop"] = "early" if early and len(self.samples["ref"]) < self.cfg.timing_min_reps else "rule"
-        extra["timing_se"] = "iqr" if robust else "stdev"
+        extra["early_stop_se"] = "iqr" if robust else "stdev"
         extra["checked_calls"] += checked
         extra["timed_calls"] += rounds * self.round_calls
         return graph, wall_check(self.samples["ref"], self.walls["ref"], self.samples["new"], self.walls["new"], self.device.type)
