@@ -231,7 +231,7 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
                 line["message"] = result.message[:400]
             if samples and result.ref and result.new:  # each side's timing samples, in the order they were taken
                 line.update(samples={"ref": result.ref.samples, "new": result.new.samples},
-                            timing={k: result.extra.get(k) for k in ("timing_stop", "calls_per_round", "timer")})
+                            timing={k: result.extra.get(k) for k in ("timing_stop", "early_stop_se", "calls_per_round", "timer")})
             print("judged " + json.dumps(line), flush=True)
             return result
 
@@ -316,7 +316,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--min-reps", type=int, default=0,
                         help="timing samples of each side at least (EvalConfig.min_reps; 0: the judge's default)")
-    parser.add_argument("--problems", default="", help="level-1 corpora: only candidates for these problem ids (comma-separated)")
+    parser.add_argument("--problems", default="", help="--corpus level3/level1-*: only candidates for these problem ids (comma-separated)")
     parser.add_argument("--samples", action="store_true", help="each judged line also holds both sides' timing samples")
     parser.add_argument("--out", type=Path, default=Path("throughput-out"))
     parser.add_argument("--kernel", choices=("mini", "light"), default="mini",

@@ -258,7 +258,7 @@ def test_big_calls_may_stop_timing_early_only_once_both_medians_are_precise():
 
     steady = {"ref": [4.0, 4.01, 3.99] * 4, "new": [2.0, 2.01, 1.99] * 4}  # 12 samples, medians within 0.2%
     jittery = {"ref": steady["ref"], "new": [2.0, 2.2, 1.8] * 4}  # one side's median within 2-6% only
-    for stopper in (Stopper(30, 300, 3.0, 0.01), Stopper(30, 300, 3.0, 0.01, robust=True)):  # the CPU's sigma, the GPU's
+    for stopper in (Stopper(30, 300, 3.0, 0.01), Stopper(30, 300, 3.0, 0.01, robust=True)):  # std, then IQR
         assert stopper.precise(steady, floor=10, rel_err=0.005)
         assert not stopper.precise(steady, floor=13, rel_err=0.005)  # too few samples
         assert not stopper.precise(jittery, floor=10, rel_err=0.005) and stopper.precise(jittery, floor=10, rel_err=0.1)
