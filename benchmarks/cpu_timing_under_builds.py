@@ -36,6 +36,10 @@ from pytest_kernelbench.problems import problem_from_path  # noqa: E402
 PROBLEM = REPO / "problems" / "mini" / "1_LeakyReluScale.py"
 
 
+def _rounded(values: list[float]) -> list[float]:
+    return [float(f"{v:.4g}") for v in values]
+
+
 def condition(paused: bool | None, builds: int, jobs: int, pairs: int = 0, timing: dict | None = None) -> dict:
     """paused None: no pool at all (the machine's own noise). ``pairs``: the judge's --process-pairs; ``timing``: other
     EvalConfig settings (max_reps, max_time; unset: the judge's defaults)."""
@@ -50,6 +54,7 @@ def condition(paused: bool | None, builds: int, jobs: int, pairs: int = 0, timin
     noisy: dict[str, bool] = {}  # the judge's own verdict: its interval reaches 1.0 or is too wide (never printed as a gain)
     calls: dict[str, int] = {}  # timed calls of each side, every pair's
     pair_runs: dict[str, list] = {}  # where the timing ran in more than one pair of runners: each pair's own figures
+    samples: dict[str, dict] = {}  # each side's samples in the order taken, every pair's in turn (offline estimators)
     started = time.monotonic()
     for path in sorted((REPO / "problems" / "mini").glob("*.py")):
         if paused is None or any(not f.done() for f in pool.futures.values()):
@@ -58,6 +63,8 @@ def condition(paused: bool | None, builds: int, jobs: int, pairs: int = 0, timin
             speedups[problem.id] = result.speedup
             noisy[problem.id] = bool(result.extra.get("speedup_noisy"))
             calls[problem.id] = result.extra.get("timed_calls", 0)
+            if result.ref and result.new:
+                samples[problem.id] = {"ref": _rounded(result.ref.samples), "new": _rounded(result.new.samples)}
             if result.extra.get("process_pairs"):
                 pair_runs[problem.id] = result.extra["process_pairs"]
     pool.close(wait=False)
@@ -65,7 +72,7 @@ def condition(paused: bool | None, builds: int, jobs: int, pairs: int = 0, timin
     outside = [k for k, s in speedups.items() if s and abs(s - 1) > 0.05]
     return {"paused": paused, "judged_while_building": len(speedups), "wall_s": round(time.monotonic() - started, 1),
             "speedups": {k: (round(v, 3) if v else None) for k, v in speedups.items()}, "noisy": noisy,
-            "timed_calls": calls, "process_pairs": pair_runs,
+            "timed_calls": calls, "process_pairs": pair_runs, "samples": samples,
             "min": round(min(values), 3) if values else None, "max": round(max(values), 3) if values else None,
             "within_5pct": sum(1 for s in values if abs(s - 1) <= 0.05),
             "outside_5pct_not_noisy": [k for k in outside if not noisy[k]],
