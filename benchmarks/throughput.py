@@ -351,7 +351,7 @@ def main() -> None:
         elif phase == "warm":
             row = run_phase("pipeline (warm cache)", pairs, config("pipeline"), args.build_jobs, args.device, **judged)
         elif phase == "serial":
-            row = run_phase("serial (cold)", pairs[: args.serial_count], config("serial"), 0, args.device, corpus=args.corpus)
+            row = run_phase("serial (cold)", pairs[: args.serial_count], config("serial"), 0, args.device, **(judged | {"judges": 1}))
         else:
             raise SystemExit(f"error: unknown phase {phase!r}: choose from pipeline, warm, serial")
         doc["phases"].append(row)

@@ -135,7 +135,12 @@ def speedup_interval(ref_ms: list[float], new_ms: list[float], speedup: float) -
 def noisy_interval(speedup: float, lo: float, hi: float) -> bool:
     """Whether ``speedup`` with its interval ``lo``-``hi`` is noisy: no interval, one that makes it say nothing
     (:func:`_meaningless`), or one wider than :data:`NOISY_WIDTH`."""
-    return not lo > 0 or _meaningless(speedup, lo, hi) or hi / lo > NOISY_WIDTH
+    return _too_wide(lo, hi) or _meaningless(speedup, lo, hi)
+
+
+def _too_wide(lo: float, hi: float) -> bool:
+    """Whether an interval is none (``lo`` not above 0) or wider than :data:`NOISY_WIDTH`: it says nothing."""
+    return not lo > 0 or hi / lo > NOISY_WIDTH
 
 
 def _meaningless(speedup: float, lo: float, hi: float) -> bool:
@@ -237,7 +242,7 @@ def another_pair(pairs: list[PairTiming], asked: int, device: str) -> bool:
 
 def _says_something(t: PairTiming) -> bool:
     """Whether a timing's speedup is a number and its interval no wider than NOISY_WIDTH: one more pair can settle it."""
-    return math.isfinite(t.speedup) and t.speedup > 0 and t.lo > 0 and t.hi / t.lo <= NOISY_WIDTH
+    return math.isfinite(t.speedup) and t.speedup > 0 and not _too_wide(t.lo, t.hi)
 
 
 def _outside(speedup: float) -> bool:

@@ -574,7 +574,8 @@ class Supervisor:
             rounds, checked = rounds + 1, checked + sum(checks)
         extra = self.found["extra"]
         extra["timing_stop"] = "early" if early and len(self.samples["ref"]) < self.cfg.timing_min_reps else "rule"
-        extra["early_stop_se"] = "iqr" if robust else "stdev"
+        if early:  # which standard error the early stop read (stats.Stopper.precise)
+            extra["early_stop_se"] = "iqr" if robust else "stdev"
         extra["checked_calls"] += checked
         extra["timed_calls"] += rounds * self.round_calls
         return graph, wall_check(self.samples["ref"], self.walls["ref"], self.samples["new"], self.walls["new"], self.device.type)
