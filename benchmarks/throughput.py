@@ -332,7 +332,10 @@ def main() -> None:
         if args.device != "cuda":
             raise SystemExit(f"error: --corpus {args.corpus} holds GPU candidates (CUDA, Triton): use --device cuda")
         datasets = dataset_specs(args.dataset) or [DEFAULT_DATASET]  # --dataset, else $KERNELBENCH_DATASET, else the default
-        only = {int(v) for v in args.problems.split(",") if v.strip()} if args.problems else None
+        ids = [v.strip() for v in args.problems.split(",") if v.strip()]
+        if not all(v.isdigit() for v in ids):
+            raise SystemExit(f"error: --problems {args.problems!r}: give problem ids as numbers, comma-separated (e.g. 19,47)")
+        only = set(map(int, ids)) or None
         pairs = corpus_pairs(args.corpus, datasets, args.count, only)
     scratch = Path(tempfile.mkdtemp(prefix="kb-throughput-"))
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"), "corpus": args.corpus,
