@@ -28,26 +28,29 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from throughput import variants  # noqa: E402
 
 from pytest_kernelbench.build.pool import Prebuilder  # noqa: E402
-from pytest_kernelbench.candidates import baseline_candidate  # noqa: E402
+from pytest_kernelbench.candidates import find_candidate  # noqa: E402
 from pytest_kernelbench.config import EvalConfig  # noqa: E402
 from pytest_kernelbench.judge.controller import evaluate  # noqa: E402
 from pytest_kernelbench.problems import problem_from_path  # noqa: E402
 
 PROBLEM = REPO / "problems" / "mini" / "1_LeakyReluScale.py"
+_IDLE_BUILDS = Path(tempfile.mkdtemp(prefix="kb-cpu-timing-builds-"))  # shared by the "idle" conditions (--solutions DIR builds once)
 
 
 def _rounded(values: list[float]) -> list[float]:
     return [float(f"{v:.4g}") for v in values]
 
 
-def condition(paused: bool | None, builds: int, jobs: int, pairs: int = 0, timing: dict | None = None) -> dict:
+def condition(paused: bool | None, builds: int, jobs: int, pairs: int = 0, timing: dict | None = None, solutions: str = "baseline") -> dict:
     """paused None: no pool at all (the machine's own noise). ``pairs``: the judge's --process-pairs; ``timing``: other
-    EvalConfig settings (max_reps, max_time; unset: the judge's defaults)."""
+    EvalConfig settings (max_reps, max_time; unset: the judge's defaults); ``solutions``: what is judged, the references
+    against themselves ("baseline") or a solutions folder's CPU candidates (real gains and losses)."""
     root = Path(tempfile.mkdtemp(prefix="kb-cpu-timing-"))
     settings = {"process_pairs": pairs, **(timing or {})}
-    judge = EvalConfig(device="cpu", lock_dir=str(root / "locks"), build_dir=str(root / "builds"), pch_dir="off", **settings)
+    builds_dir = root / "builds" if paused is not None else _IDLE_BUILDS  # no pool: the candidates' own builds are kept
+    judge = EvalConfig(device="cpu", lock_dir=str(root / "locks"), build_dir=str(builds_dir), pch_dir="off", **settings)
     pool_locks = judge.lock_dir if paused else str(root / "pool-locks")
-    pool = Prebuilder(EvalConfig(device="cpu", lock_dir=pool_locks, build_dir=str(root / "builds"), pch_dir="off"), jobs)
+    pool = Prebuilder(EvalConfig(device="cpu", lock_dir=pool_locks, build_dir=str(builds_dir), pch_dir="off"), jobs)
     for candidate in variants("cpu", builds) if paused is not None else []:
         pool.submit(problem_from_path(PROBLEM), candidate)
     speedups: dict[str, float | None] = {}
@@ -59,7 +62,10 @@ def condition(paused: bool | None, builds: int, jobs: int, pairs: int = 0, timin
     for path in sorted((REPO / "problems" / "mini").glob("*.py")):
         if paused is None or any(not f.done() for f in pool.futures.values()):
             problem = problem_from_path(path)
-            result = evaluate(problem, baseline_candidate(problem), judge)
+            candidate = find_candidate(solutions, problem, "cpu")
+            if candidate is None:
+                sys.exit(f"error: no candidate for {problem.name} in {solutions}: pass --solutions baseline or a folder with one")
+            result = evaluate(problem, candidate, judge)
             speedups[problem.id] = result.speedup
             noisy[problem.id] = bool(result.extra.get("speedup_noisy"))
             calls[problem.id] = result.extra.get("timed_calls", 0)
@@ -89,11 +95,13 @@ def main() -> None:
     ap.add_argument("--process-pairs", type=int, default=0, help="the judge's --process-pairs (0: automatic)")
     ap.add_argument("--max-reps", type=int, default=0, help="EvalConfig.max_reps: timed calls a side at most (0: the judge's default)")
     ap.add_argument("--max-time", type=float, default=0.0, help="EvalConfig.max_time: timing seconds a pair (0: the judge's default)")
+    ap.add_argument("--solutions", default="baseline",
+                    help="baseline (each reference against itself) or a solutions folder (e.g. solutions/mini: real CPU candidates)")
     args = ap.parse_args()
     timing = {"max_reps": args.max_reps, "max_time": args.max_time}
     rows = []
     for paused in [{"running": False, "paused": True, "idle": None}[c] for c in args.conditions.split(",")]:
-        rows.append(condition(paused, args.builds, args.jobs, args.process_pairs, timing))
+        rows.append(condition(paused, args.builds, args.jobs, args.process_pairs, timing, args.solutions))
         print(json.dumps(rows[-1]), flush=True)
         stamp = time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())
         Path(args.out).write_text(json.dumps({"date": stamp, "args": vars(args), "rows": rows}, indent=1))

@@ -97,7 +97,11 @@ def _median_se(values: list[float]) -> float:
 NOISY_Z = 1.96  # a 95% interval
 NOISY_WIDTH = 2.0  # an interval wider than this factor (hi / lo) says nothing about the speedup
 BATCHES = 5  # consecutive blocks of rounds whose medians give the batch-means standard error
-_T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78}  # Student's t, 97.5% quantile, by degrees of freedom (BATCHES - 1 at most)
+_T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}  # Student's t, 97.5%, by degrees of freedom
+
+
+def _t975(df: int) -> float:
+    return _T975.get(df, 1.96 + 2.5 / df)  # within 0.01 of the table's values beyond 9
 
 
 def _half_width(logs: list[float]) -> float:
@@ -111,7 +115,7 @@ def _half_width(logs: list[float]) -> float:
     if k >= 2:
         size = len(logs) // k
         medians = [statistics.median(logs[i * size : (i + 1) * size]) for i in range(k)]
-        half = max(half, _T975[k - 1] * statistics.stdev(medians) / math.sqrt(k))
+        half = max(half, _t975(k - 1) * statistics.stdev(medians) / math.sqrt(k))
     return half
 
 
@@ -221,8 +225,9 @@ def another_pair(pairs: list[PairTiming], asked: int, device: str) -> bool:
       first pairs only, ``benchmarks/cpu_pairs_bootstrap.py``);
     * a third where the two leave the result in doubt, noisy or not (97.8% within +-5% against 96.4% for results not
       noisy only, the same bootstrap): they disagree (each outside the other's interval), or their combined speedup
-      lies outside the band while one of them lies within it or beyond the other side. Not where the pairs' hull is
-      wider than a factor of 2: a candidate four times faster in its first process only is noisy after two.
+      lies outside the band while one of them lies within it or beyond the other side, or (seventeenth session) while
+      the between-process interval of two (:func:`_between`) reaches 1.0. Not where the pairs' hull is wider than a
+      factor of 2: a candidate four times faster in its first process only is noisy after two.
 
     An offset that lasts a whole evaluation (where each process's threads and buffers landed) is the same in every
     round, so no interval from one pair's rounds can see it; a fresh pair of processes draws it afresh, and the
@@ -234,10 +239,11 @@ def another_pair(pairs: list[PairTiming], asked: int, device: str) -> bool:
     if len(pairs) == 1:
         return _says_something(pairs[0]) and _outside(pairs[0].speedup)
     combined = combine_pairs(pairs)
-    if not _says_something(combined):
+    if not _says_something(_hull(pairs, combined.speedup)):
         return False
     confirmed = all(_outside(t.speedup) and (t.speedup > 1) == (combined.speedup > 1) for t in pairs)
-    return _apart(pairs) or (_outside(combined.speedup) and not confirmed)
+    doubted = not confirmed or _meaningless(combined.speedup, combined.lo, combined.hi)
+    return _apart(pairs) or (_outside(combined.speedup) and doubted)
 
 
 def _says_something(t: PairTiming) -> bool:
@@ -255,16 +261,35 @@ def _apart(pairs: list[PairTiming]) -> bool:
     return max(t.lo for t in pairs) > min(t.hi for t in pairs)
 
 
+def _hull(pairs: list[PairTiming], speedup: float) -> PairTiming:
+    """``speedup`` with the hull of the pairs' own intervals (what their rounds say, each offset taken as it came)."""
+    lo, hi = min(t.lo for t in pairs), max(t.hi for t in pairs)
+    return PairTiming(speedup, lo, hi, noisy_interval(speedup, lo, hi), any(t.capped for t in pairs))
+
+
+def _between(pairs: list[PairTiming], speedup: float) -> tuple[float, float]:
+    """The 95% interval of ``speedup`` where each pair of processes draws an offset of its own (a random effect): t(k-1)
+    standard errors of the mean of the k pairs' log speedups. Two pairs 6% apart that both see a gain (a reference
+    judged against itself: 1.129 and 1.065 on the 2-vCPU machine) give 0.76-1.59; three close ones (1.12, 1.10, 1.11)
+    1.08-1.14. The hull alone took two such pairs as confirming each other (seventeenth session)."""
+    logs = [math.log(t.speedup) for t in pairs]
+    half = _t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return speedup * math.exp(-half), speedup * math.exp(half)
+
+
 def combine_pairs(pairs: list[PairTiming]) -> PairTiming:
     """The pairs' speedup: the median of theirs (in logs: two pairs give their geometric mean), its interval the hull of
-    theirs. Noisy: a gain whose hull reaches 1.0, a loss whose hull reaches it where it lies outside +-PAIR_BAND
-    (:func:`_meaningless`) or the pairs disagree (:func:`_apart`), or a hull wider than NOISY_WIDTH."""
+    theirs widened to the between-process interval (:func:`_between`). Noisy: a hull wider than NOISY_WIDTH, a gain
+    whose interval reaches 1.0, a loss whose interval reaches it where it lies outside +-PAIR_BAND (:func:`_meaningless`),
+    or whose hull reaches it where the pairs disagree (:func:`_apart`). The width test reads the hull only: two pairs
+    of a real 3x gain 10% apart have a between-process interval wider than 2x, and a third pair narrows it."""
     if len(pairs) == 1:
         return pairs[0]
     logs = [math.log(t.speedup) if math.isfinite(t.speedup) and t.speedup > 0 else math.nan for t in pairs]
     if any(math.isnan(v) for v in logs):
         return PairTiming(math.inf, 0.0, math.inf, True, any(t.capped for t in pairs))
-    speedup = math.exp(statistics.median(logs))
-    lo, hi = min(t.lo for t in pairs), max(t.hi for t in pairs)
-    noisy = noisy_interval(speedup, lo, hi) or (lo <= 1.0 <= hi and _apart(pairs))
-    return PairTiming(speedup, lo, hi, noisy, any(t.capped for t in pairs))
+    hull = _hull(pairs, math.exp(statistics.median(logs)))
+    lo_b, hi_b = _between(pairs, hull.speedup)
+    lo, hi = min(hull.lo, lo_b), max(hull.hi, hi_b)
+    noisy = hull.noisy or _meaningless(hull.speedup, lo, hi) or (hull.lo <= 1.0 <= hull.hi and _apart(pairs))
+    return PairTiming(hull.speedup, lo, hi, noisy, hull.capped)
