@@ -282,7 +282,7 @@ def combine_pairs(pairs: list[PairTiming]) -> PairTiming:
     theirs widened to the between-process interval (:func:`_between`). Noisy: a hull wider than NOISY_WIDTH, a gain
     whose interval reaches 1.0, a loss whose interval reaches it where it lies outside +-PAIR_BAND (:func:`_meaningless`),
     or whose hull reaches it where the pairs disagree (:func:`_apart`). The width test reads the hull only: two pairs
-    of a real 3x gain 10% apart have a between-process interval wider than 2x, and a third pair narrows it."""
+    of a real 3x gain 10% apart have a between-process interval wider than 2x (1.5-5.6) that still says "a gain"."""
     if len(pairs) == 1:
         return pairs[0]
     logs = [math.log(t.speedup) if math.isfinite(t.speedup) and t.speedup > 0 else math.nan for t in pairs]
