@@ -4,6 +4,7 @@
 #
 #   bash benchmarks/gpu_isolation.sh OUTDIR [KERNELBENCH_DATA_DIR]
 #   STEPS="tests fidelity throughput jit corpus" (default: the first three), PROBLEMS=1-100, PASSES=2 (fidelity passes),
+#   PAIRS=N (fidelity: the judge's --kb-process-pairs),
 #   CORPORA="level3 level1-triton level1-cuda" (corpus step: benchmarks/corpus, each into OUTDIR/corpus-<name>, a
 #   line per judged candidate in OUTDIR/corpus-<name>.log; CORPUS_TIMEOUT=seconds cuts each off; MIN_REPS=N sets
 #   EvalConfig.min_reps; CORPUS_PROBLEMS=19,47 only those problems' candidates; SAMPLES=1 each judged line holds both
@@ -30,7 +31,7 @@ fi
 if [[ $steps == *" fidelity "* ]]; then
   start=$(date +%s)
   python3 benchmarks/timing_fidelity.py --dataset "$kb/problems.jsonl" --level 1 --problems "${PROBLEMS:-1-100}" -n 4 \
-    --trials 1 --passes "${PASSES:-2}" --skip-do-bench --workdir "$out/fidelity" --out "$out/timing-fidelity.md" ${REUSE:+--reuse}
+    --trials 1 --passes "${PASSES:-2}" --process-pairs "${PAIRS:-0}" --skip-do-bench --workdir "$out/fidelity" --out "$out/timing-fidelity.md" ${REUSE:+--reuse}
   echo "fidelity wall: $(( $(date +%s) - start )) s" | tee -a "$out/device.txt"
 fi
 

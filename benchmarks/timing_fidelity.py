@@ -29,7 +29,7 @@ def run_pytest(args: argparse.Namespace, report: Path) -> None:
         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
         "--level", args.level, "--problems", args.problems, "--dataset", args.dataset,
         "--solutions", "baseline", "--device", "cuda", f"--kb-report={report}", "-n", str(args.workers),
-        "--trials", str(args.trials),
+        "--trials", str(args.trials), "--kb-process-pairs", str(args.process_pairs),
     ]
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=False)
@@ -100,6 +100,7 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=1, help="correctness trials per item (timing is what is measured here)")
     parser.add_argument("--passes", type=int, default=2, choices=(1, 2), help="independent pytest runs (2 gives run-to-run spread)")
     parser.add_argument("--skip-do-bench", action="store_true")
+    parser.add_argument("--process-pairs", type=int, default=0, help="the judge's --kb-process-pairs (0: its default, one on a GPU)")
     parser.add_argument("--reuse", action="store_true", help="use run1.json/run2.json already in --workdir")
     args = parser.parse_args()
 
@@ -152,7 +153,8 @@ def main() -> int:
         f"Device: {env.get('gpu', env.get('device'))}, torch {env.get('torch')}, CUDA {env.get('cuda', '-')}; "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d}.",
         f"Command: `python benchmarks/timing_fidelity.py --dataset problems.jsonl --level {args.level} "
-        f"--problems {args.problems} -n {args.workers} --trials {args.trials} --passes {args.passes}`",
+        f"--problems {args.problems} -n {args.workers} --trials {args.trials} --passes {args.passes}"
+        + (f" --process-pairs {args.process_pairs}`" if args.process_pairs else "`"),
         "",
         f"- problems judged{'' if one else ' in both runs'}: {judged} of {len(common)}",
         f"- wall time of the pytest run{'' if one else 's'}: {walls.get('run1', '?')} s"
