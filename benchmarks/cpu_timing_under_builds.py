@@ -8,12 +8,14 @@ build pool compiles ``--builds`` distinct C++ candidates. "paused": the pool sha
 folder, so a build stops while a CPU timing phase runs. "not paused": the pool gets a lock folder of
 its own, so it never sees the marker (the behaviour before the pause). "idle" (``--conditions idle``):
 no pool at all, the machine's own noise. A self-speedup far from 1.00 is timing noise that the
-machine's other work put into one side.
+machine's other work put into one side. ``--solutions solutions/mini`` judges the committed CPU candidates instead
+(real gains and losses: what a timing rule costs them).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -34,7 +36,13 @@ from pytest_kernelbench.judge.controller import evaluate  # noqa: E402
 from pytest_kernelbench.problems import problem_from_path  # noqa: E402
 
 PROBLEM = REPO / "problems" / "mini" / "1_LeakyReluScale.py"
-_IDLE_BUILDS = Path(tempfile.mkdtemp(prefix="kb-cpu-timing-builds-"))  # shared by the "idle" conditions (--solutions DIR builds once)
+PROBLEMS = sorted((REPO / "problems" / "mini").glob("*.py"))
+
+
+@functools.cache
+def _idle_builds() -> Path:
+    """The build folder the "idle" conditions share (no pool there: ``--solutions DIR`` builds its candidates once)."""
+    return Path(tempfile.mkdtemp(prefix="kb-cpu-timing-builds-"))
 
 
 def _rounded(values: list[float]) -> list[float]:
@@ -47,7 +55,7 @@ def condition(paused: bool | None, builds: int, jobs: int, pairs: int = 0, timin
     against themselves ("baseline") or a solutions folder's CPU candidates (real gains and losses)."""
     root = Path(tempfile.mkdtemp(prefix="kb-cpu-timing-"))
     settings = {"process_pairs": pairs, **(timing or {})}
-    builds_dir = root / "builds" if paused is not None else _IDLE_BUILDS  # no pool: the candidates' own builds are kept
+    builds_dir = root / "builds" if paused is not None else _idle_builds()
     judge = EvalConfig(device="cpu", lock_dir=str(root / "locks"), build_dir=str(builds_dir), pch_dir="off", **settings)
     pool_locks = judge.lock_dir if paused else str(root / "pool-locks")
     pool = Prebuilder(EvalConfig(device="cpu", lock_dir=pool_locks, build_dir=str(builds_dir), pch_dir="off"), jobs)
@@ -59,13 +67,10 @@ def condition(paused: bool | None, builds: int, jobs: int, pairs: int = 0, timin
     pair_runs: dict[str, list] = {}  # where the timing ran in more than one pair of runners: each pair's own figures
     samples: dict[str, dict] = {}  # each side's samples in the order taken, every pair's in turn (offline estimators)
     started = time.monotonic()
-    for path in sorted((REPO / "problems" / "mini").glob("*.py")):
+    for path in PROBLEMS:
         if paused is None or any(not f.done() for f in pool.futures.values()):
             problem = problem_from_path(path)
-            candidate = find_candidate(solutions, problem, "cpu")
-            if candidate is None:
-                sys.exit(f"error: no candidate for {problem.name} in {solutions}: pass --solutions baseline or a folder with one")
-            result = evaluate(problem, candidate, judge)
+            result = evaluate(problem, find_candidate(solutions, problem, "cpu"), judge)
             speedups[problem.id] = result.speedup
             noisy[problem.id] = bool(result.extra.get("speedup_noisy"))
             calls[problem.id] = result.extra.get("timed_calls", 0)
@@ -98,6 +103,9 @@ def main() -> None:
     ap.add_argument("--solutions", default="baseline",
                     help="baseline (each reference against itself) or a solutions folder (e.g. solutions/mini: real CPU candidates)")
     args = ap.parse_args()
+    missing = [path.stem for path in PROBLEMS if find_candidate(args.solutions, problem_from_path(path), "cpu") is None]
+    if missing:
+        sys.exit(f"error: no CPU candidate for {', '.join(missing)} in {args.solutions}: pass --solutions baseline or a folder with one")
     timing = {"max_reps": args.max_reps, "max_time": args.max_time}
     rows = []
     for paused in [{"running": False, "paused": True, "idle": None}[c] for c in args.conditions.split(",")]:
