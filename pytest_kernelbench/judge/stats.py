@@ -267,12 +267,11 @@ def _hull(pairs: list[PairTiming], speedup: float) -> PairTiming:
     return PairTiming(speedup, lo, hi, noisy_interval(speedup, lo, hi), any(t.capped for t in pairs))
 
 
-def _between(pairs: list[PairTiming], speedup: float) -> tuple[float, float]:
+def _between(logs: list[float], speedup: float) -> tuple[float, float]:
     """The 95% interval of ``speedup`` where each pair of processes draws an offset of its own (a random effect): t(k-1)
-    standard errors of the mean of the k pairs' log speedups. Two pairs 6% apart that both see a gain (a reference
+    standard errors of the mean of the k pairs' log speedups ``logs``. Two pairs 6% apart that both see a gain (a reference
     judged against itself: 1.129 and 1.065 on the 2-vCPU machine) give 0.76-1.59; three close ones (1.12, 1.10, 1.11)
     1.08-1.14. The hull alone took two such pairs as confirming each other (seventeenth session)."""
-    logs = [math.log(t.speedup) for t in pairs]
     half = _t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
     return speedup * math.exp(-half), speedup * math.exp(half)
 
@@ -289,7 +288,7 @@ def combine_pairs(pairs: list[PairTiming]) -> PairTiming:
     if any(math.isnan(v) for v in logs):
         return PairTiming(math.inf, 0.0, math.inf, True, any(t.capped for t in pairs))
     hull = _hull(pairs, math.exp(statistics.median(logs)))
-    lo_b, hi_b = _between(pairs, hull.speedup)
+    lo_b, hi_b = _between(logs, hull.speedup)
     lo, hi = min(hull.lo, lo_b), max(hull.hi, hi_b)
     noisy = hull.noisy or _meaningless(hull.speedup, lo, hi) or (hull.lo <= 1.0 <= hull.hi and _apart(pairs))
     return PairTiming(hull.speedup, lo, hi, noisy, hull.capped)
