@@ -55,8 +55,9 @@ from pytest_kernelbench.build.bytecode import bytecode_prefix  # noqa: E402
 from pytest_kernelbench.build.pool import Prebuilder, judging_order  # noqa: E402
 from pytest_kernelbench.candidates import Candidate  # noqa: E402
 from pytest_kernelbench.config import EvalConfig  # noqa: E402
+from pytest_kernelbench.errors import KernelBenchUsageError  # noqa: E402
 from pytest_kernelbench.judge.controller import evaluate  # noqa: E402
-from pytest_kernelbench.problems import Problem, dataset_specs, load_source, problem_from_path, unique_problems  # noqa: E402
+from pytest_kernelbench.problems import Problem, dataset_specs, load_source, parse_id_ranges, problem_from_path, unique_problems  # noqa: E402
 
 PROBLEM = REPO / "problems" / "mini" / "1_LeakyReluScale.py"
 CORPUS = REPO / "benchmarks" / "corpus"
@@ -316,7 +317,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--min-reps", type=int, default=0,
                         help="timing samples of each side at least (EvalConfig.min_reps; 0: the judge's default)")
-    parser.add_argument("--problems", default="", help="--corpus level3/level1-*: only candidates for these problem ids (comma-separated)")
+    parser.add_argument("--problems", default="", help="--corpus level3/level1-*: only candidates for these problem ids (19,47 or 19-26)")
     parser.add_argument("--samples", action="store_true", help="each judged line also holds both sides' timing samples")
     parser.add_argument("--out", type=Path, default=Path("throughput-out"))
     parser.add_argument("--kernel", choices=("mini", "light"), default="mini",
@@ -332,11 +333,11 @@ def main() -> None:
         if args.device != "cuda":
             raise SystemExit(f"error: --corpus {args.corpus} holds GPU candidates (CUDA, Triton): use --device cuda")
         datasets = dataset_specs(args.dataset) or [DEFAULT_DATASET]  # --dataset, else $KERNELBENCH_DATASET, else the default
-        ids = [v.strip() for v in args.problems.split(",") if v.strip()]
-        if not all(v.isdigit() for v in ids):
-            raise SystemExit(f"error: --problems {args.problems!r}: give problem ids as numbers, comma-separated (e.g. 19,47)")
-        only = set(map(int, ids)) or None
-        pairs = corpus_pairs(args.corpus, datasets, args.count, only)
+        try:  # the syntax of pytest's --problems: ids and inclusive ranges
+            selection = parse_id_ranges(args.problems)
+        except KernelBenchUsageError as exc:
+            raise SystemExit(f"error: {exc}") from None
+        pairs = corpus_pairs(args.corpus, datasets, args.count, set(selection.ids) if selection else None)
     scratch = Path(tempfile.mkdtemp(prefix="kb-throughput-"))
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"), "corpus": args.corpus,
            "args": vars(args) | {"out": str(args.out)}}  # fmt: skip
