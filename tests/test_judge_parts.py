@@ -26,7 +26,7 @@ from pytest_kernelbench.judge.sandbox import (
     kill_tree,
     runner_env,
 )
-from pytest_kernelbench.judge.stats import PairTiming, another_pair, combine_pairs, speedup_interval, wall_check
+from pytest_kernelbench.judge.stats import PROCESS_SD, PairTiming, another_pair, combine_pairs, speedup_interval, wall_check
 from pytest_kernelbench.judge.transport import MAX_MESSAGE, Channel, ProtocolError, SharedBuffer
 
 
@@ -352,6 +352,24 @@ def test_pairs_of_runners_that_disagree_make_the_speedup_noisy_and_pairs_that_ag
     assert three.speedup == pytest.approx(1.07) and three.noisy
     capped = combine_pairs([PairTiming(1.5, 1.45, 1.55, False, True), pair(1.5)])
     assert capped.capped and not capped.noisy
+
+
+def test_one_pair_of_runners_widens_its_interval_by_the_offset_its_processes_draw():
+    def pair(speedup, lo, hi, noisy=False):
+        return PairTiming(speedup, lo, hi, noisy, False)
+
+    drawn = combine_pairs([pair(1.029, 1.023, 1.035)], PROCESS_SD["cuda"])  # the H100's plain 1.029 for a reference itself
+    assert drawn.noisy and drawn.lo < 1.0 < 1.029 < drawn.hi and drawn.speedup == 1.029
+    assert not combine_pairs([pair(1.029, 1.023, 1.035)]).noisy  # what the rounds alone said
+    real = combine_pairs([pair(1.3, 1.28, 1.32)], PROCESS_SD["cuda"])  # a real gain: wider, still a gain
+    assert not real.noisy and 1.25 < real.lo < 1.28 and 1.32 < real.hi < 1.35
+    cpu = combine_pairs([pair(1.04, 1.02, 1.06)], PROCESS_SD["cpu"])  # within the CPU's band: one pair cannot tell
+    assert cpu.noisy and cpu.lo < 1.0
+    assert not combine_pairs([pair(1.12, 1.1, 1.14)], PROCESS_SD["cpu"]).noisy  # beyond it
+    assert not combine_pairs([pair(0.97, 0.96, 0.98)], PROCESS_SD["cpu"]).noisy  # a loss within +-5% claims nothing
+    assert combine_pairs([pair(1.8, 0.0, math.inf, True)], PROCESS_SD["cuda"]) == pair(1.8, 0.0, math.inf, True)  # no interval
+    two = [pair(1.3, 1.28, 1.32), pair(1.29, 1.27, 1.31)]
+    assert combine_pairs(two, PROCESS_SD["cpu"]) == combine_pairs(two)  # two pairs: their own spread says it
 
 
 def test_the_runners_environment_has_no_credentials():

@@ -76,7 +76,7 @@ from .sandbox import (
     thaw,
     tree_cpu_seconds,
 )
-from .stats import AUTO_PAIRS, PairTiming, Stopper, WallCheck, another_pair, combine_pairs, speedup_interval, wall_check
+from .stats import AUTO_PAIRS, PROCESS_SD, PairTiming, Stopper, WallCheck, another_pair, combine_pairs, speedup_interval, wall_check
 from .transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer, contiguous_strides
 
 if TYPE_CHECKING:
@@ -604,12 +604,16 @@ class Supervisor:
         self.pair_refs.append("forked" if isinstance(self.ref.process, ForkedRunner) else "new interpreter")
         for key in ("ref", "new"):
             self.pair_samples[key] += self.samples[key]
-        result = combine_pairs(self.pairs)
+        process_sd = PROCESS_SD.get(self.device.type, 0.0)  # one pair: the offset its processes drew, unseen by its rounds
+        result = combine_pairs(self.pairs, process_sd)
         self.found["samples"] = {k: list(v) for k, v in self.pair_samples.items()}
         self.found["speedup"] = result.speedup
         self.found["extra"].update(speedup_capped=result.capped, speedup_noisy=result.noisy,
                                    speedup_interval=[round(result.lo, 4), round(result.hi, 4) if math.isfinite(result.hi) else None])
-        if len(self.pairs) > 1:
+        if len(self.pairs) == 1:
+            self.found["extra"]["speedup_process_sd"] = process_sd
+        else:
+            self.found["extra"].pop("speedup_process_sd", None)
             pairs = zip(self.pairs, self.pair_refs, strict=True)
             self.found["extra"]["process_pairs"] = [{**t.to_dict(), "reference": how} for t, how in pairs]
 

@@ -1,0 +1,101 @@
+"""How large an offset does one pair of runner processes draw? (``stats.PROCESS_SD``, from recorded runs)
+
+Each pair of runner processes draws an offset that lasts its whole evaluation, so the interval from its own rounds
+cannot see it, and a reference judged against itself then prints a plain gain: the rounds agree that it is 2.9% faster.
+This reads recorded self-judgments, one pair each, and for each trial offset (a standard deviation of the log speedup,
+added in quadrature to the rounds' half-width, as ``stats._one_pair`` does) counts the intervals that reach 1.0 and the
+references still printed as a plain gain; ``stats.PROCESS_SD`` is the smallest that leaves none. With ``--candidates``,
+it also lists the real candidates whose plain gain the offset would turn noisy (the cost).
+
+    python3 benchmarks/process_sd.py --gpu docs/data/timing-fidelity-h100-2026-11-27-session16.jsonl \\
+        --cpu docs/data/cpu-timing-2vcpu-2026-11-27-session1[67]*.json docs/data/cpu-timing-host16-2026-11-27-session17.json \\
+        --candidates docs/data/throughput-2026-11-27-session16.jsonl docs/data/cpu-solutions-*.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_kernelbench.judge.stats import NOISY_Z, PROCESS_SD, _meaningless, speedup_interval  # noqa: E402
+
+TRIALS = (0.0, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03)
+
+
+def one_pair_rows(path: Path) -> list[tuple[str, float, list[float], list[float]]]:
+    """(name, speedup, reference samples, candidate samples) of each result timed in one pair, from a fidelity JSON-lines
+    file (timing_fidelity.py), a throughput one (throughput.py's judged lines) or a CPU timing JSON (cpu_timing_under_builds.py)."""
+    rows = []
+    if path.suffix == ".jsonl":
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            row = row.get("judged", row)
+            samples = row.get("samples") or {}
+            if row.get("outcome") == "correct" and samples.get("ref") and samples.get("new"):
+                speedup = row.get("speedup") or statistics.median(samples["ref"]) / statistics.median(samples["new"])
+                rows.append((row.get("problem") or row.get("candidate", "?"), speedup, samples["ref"], samples["new"]))
+        return rows
+    for run in json.loads(path.read_text())["rows"]:
+        for name, speedup in run["speedups"].items():
+            if speedup and name not in (run.get("process_pairs") or {}) and name in run.get("samples", {}):
+                rows.append((name, speedup, run["samples"][name]["ref"], run["samples"][name]["new"]))
+    return rows
+
+
+def widened(speedup: float, lo: float, hi: float, sd: float) -> tuple[float, float]:
+    half = math.hypot(math.log(hi / speedup), NOISY_Z * sd)
+    return speedup * math.exp(-half), speedup * math.exp(half)
+
+
+def table(rows: list[tuple[str, float, list[float], list[float]]]) -> list[dict]:
+    intervals = [(name, s, *speedup_interval(ref, new, s)) for name, s, ref, new in rows]
+    intervals = [row for row in intervals if 0 < row[2] and math.isfinite(row[3])]
+    out = []
+    for sd in TRIALS:
+        reach = [name for name, s, lo, hi, _ in intervals if (w := widened(s, lo, hi, sd))[0] <= 1.0 <= w[1]]
+        plain = [f"{name} {s:.4f}" for name, s, lo, hi, noisy in intervals if s > 1 and not noisy and widened(s, lo, hi, sd)[0] > 1.0]
+        out.append({"sd": sd, "results": len(intervals), "interval_reaches_1": len(reach), "plain_gains": plain})
+    return out
+
+
+def cost(rows: list[tuple[str, float, list[float], list[float]]], sd: float) -> list[str]:
+    """Real candidates printed as a plain gain today that the offset ``sd`` turns noisy."""
+    flipped = []
+    for name, s, ref, new in rows:
+        lo, hi, noisy = speedup_interval(ref, new, s)
+        if 0 < lo and math.isfinite(hi) and not noisy and _meaningless(s, *widened(s, lo, hi, sd)):
+            flipped.append(f"{name} {s:.3f}")
+    return flipped
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpu", nargs="*", default=[], help="self-judgments on a GPU (timing_fidelity.py rows with samples)")
+    ap.add_argument("--cpu", nargs="*", default=[], help="self-judgments on a CPU (cpu_timing_under_builds.py JSON)")
+    ap.add_argument("--candidates", nargs="*", default=[], help="real candidates' rows: what each offset would cost them")
+    a = ap.parse_args()
+    for kind, files in (("cuda", a.gpu), ("cpu", a.cpu)):
+        if not files:
+            continue
+        rows = [row for f in files for row in one_pair_rows(Path(f))]
+        print(f"{kind}: {len(rows)} references judged against themselves in one pair (the judge's PROCESS_SD: {PROCESS_SD[kind]})")
+        for t in table(rows):
+            shown = ", ".join(t["plain_gains"][:4]) + (" ..." if len(t["plain_gains"]) > 4 else "")
+            reach, plain = f"{t['interval_reaches_1']} of {t['results']}", len(t["plain_gains"])
+            print(f"  sd {t['sd']:.3f}: interval reaches 1.0 in {reach}; plain gains {plain} {shown}")
+    for f in a.candidates:
+        rows = one_pair_rows(Path(f))
+        kind = "cpu" if "cpu" in Path(f).name else "cuda"
+        flipped = cost(rows, PROCESS_SD[kind])
+        print(f"{Path(f).name}: {len(rows)} candidates timed in one pair; {len(flipped)} plain gains turn noisy at {PROCESS_SD[kind]}: "
+              f"{flipped}")
+
+
+if __name__ == "__main__":
+    main()
