@@ -1,0 +1,150 @@
+"""Is the offset of a self-judged reference the processes' own, or the judge's? (an experiment without the judge)
+
+A reference judged against itself keeps an offset a whole evaluation long (H100: 1-3%; the 2-vCPU machine: more). The
+judge's two sides differ in many ways (a forked runner against a sandboxed fresh interpreter, each its own shared
+buffers), and ``gpu_placement.py`` could not tell a process's own speed from the time it ran. Here two plain fresh
+interpreters, started alike, each build the same model with the same weights and inputs, and the parent asks them for
+one timed call each, alternating which goes first, round after round, as the judge's rounds do. Per problem it reports
+the spread over ``--pairs`` such pairs of processes of the log ratio of their medians, and the same for one process asked
+twice a round (the control: no process offset). If the two-process spread is well above the control's, processes
+differ by themselves and no change to the judge's runners removes it (``stats.PROCESS_SD`` is what the judge does).
+
+    python3 benchmarks/process_offset.py --dataset KB/problems.jsonl --level 1 --problems 33,34,61,95 --pairs 6 --out F.json
+    python3 benchmarks/process_offset.py --problems 2,6 --device cpu --pairs 6          # the bundled CPU problems
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_kernelbench.judge.stats import _half_width  # noqa: E402
+from pytest_kernelbench.problems import bundled_problems_dir, load_folder, load_source  # noqa: E402
+
+
+def find_problem(dataset: str, level: str, pid: int):
+    problems = load_source(dataset, [level]) if dataset else load_folder(bundled_problems_dir() / "mini", "mini")
+    chosen = [p for p in problems if p.problem_id == pid and (not dataset or p.level == level)]
+    if not chosen:
+        sys.exit(f"no problem {pid} at level {level} in {dataset or 'the bundled problems'}: pass --problems ids it has")
+    return chosen[0]
+
+
+def child(dataset: str, level: str, pid: int, device: str, seed: int) -> None:
+    """Build the problem, warm up, then answer each ``t`` line on stdin with one call's milliseconds."""
+    import torch
+
+    dev = torch.device(device)
+    problem = find_problem(dataset, level, pid)
+    ns: dict = {}
+    exec(compile(problem.source, problem.name, "exec"), ns)  # noqa: S102 - a KernelBench reference
+    torch.manual_seed(seed)
+    model = ns["Model"](*ns["get_init_inputs"]()).to(dev)
+    torch.manual_seed(seed + 1)
+    with dev:
+        inputs = [v.to(dev) if isinstance(v, torch.Tensor) else v for v in ns["get_inputs"]()]
+    flush = None
+    if dev.type == "cuda":
+        flush = torch.empty(2 * torch.cuda.get_device_properties(dev).L2_cache_size // 4, dtype=torch.int32, device=dev)
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def call() -> float:
+        with torch.no_grad():
+            if flush is None:
+                start = time.perf_counter()
+                model(*inputs)
+                return (time.perf_counter() - start) * 1e3
+            flush.zero_()
+            torch.cuda.synchronize(dev)
+            begin.record()
+            model(*inputs)
+            end.record()
+            torch.cuda.synchronize(dev)
+            return begin.elapsed_time(end)
+
+    for _ in range(3):
+        call()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() != "t":
+            break
+        print(f"{call():.6f}", flush=True)
+
+
+class Proc:
+    def __init__(self, argv: list[str]):
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if self.p.stdout.readline().strip() != "ready":
+            sys.exit(f"a child did not start: {argv}")
+
+    def time(self) -> float:
+        self.p.stdin.write("t\n")
+        self.p.stdin.flush()
+        return float(self.p.stdout.readline())
+
+    def close(self) -> None:
+        self.p.stdin.close()
+        self.p.wait(timeout=60)
+
+
+def one_pair(argv: list[str], rounds: int, same: bool) -> dict:
+    """``rounds`` rounds of one call a side, the first side alternating; ``same``: one process plays both sides."""
+    a = Proc(argv)
+    b = a if same else Proc(argv)
+    ms = {"a": [], "b": []}
+    for r in range(rounds):
+        for side, proc in (("a", a), ("b", b)) if r % 2 == 0 else (("b", b), ("a", a)):
+            ms[side].append(proc.time())
+    for proc in {id(a): a, id(b): b}.values():
+        proc.close()
+    logs = [math.log(x / y) for x, y in zip(ms["a"], ms["b"], strict=True)]
+    ratio = math.log(statistics.median(ms["a"]) / statistics.median(ms["b"]))
+    return {"log_ratio": ratio, "rounds_se": _half_width(logs) / 1.96, "a": ms["a"], "b": ms["b"]}
+
+
+def spread(rows: list[dict]) -> dict:
+    ratios = [r["log_ratio"] for r in rows]
+    se2 = statistics.fmean(r["rounds_se"] ** 2 for r in rows)
+    sd = statistics.stdev(ratios)
+    return {"sd": round(sd, 4), "rounds_se_rms": round(math.sqrt(se2), 4), "beyond_rounds_sd": round(math.sqrt(max(0.0, sd**2 - se2)), 4),
+            "max_abs": round(max(abs(v) for v in ratios), 4)}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="", help="a problems.jsonl or KernelBench checkout (default: the bundled CPU problems)")
+    ap.add_argument("--level", default="1")
+    ap.add_argument("--problems", default="2")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--pairs", type=int, default=6, help="pairs of processes (and single-process controls) a problem")
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--out", default="")
+    ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        child(a.dataset, a.level, a.child, a.device, 1234)
+        return
+    found = {}
+    for pid in (int(x) for x in a.problems.split(",")):
+        argv = [sys.executable, __file__, "--child", str(pid), "--dataset", a.dataset, "--level", a.level, "--device", a.device]
+        rows = {"two": [], "one": []}
+        for _ in range(a.pairs):  # the arms alternate, so that a slow stretch of the machine hits both
+            rows["two"].append(one_pair(argv, a.rounds, same=False))
+            rows["one"].append(one_pair(argv, a.rounds, same=True))
+        found[pid] = {"rows": rows, "two_processes": spread(rows["two"]), "one_process": spread(rows["one"])}
+        two, one = json.dumps(found[pid]["two_processes"]), json.dumps(found[pid]["one_process"])
+        print(pid, "two processes", two, "| one process", one, flush=True)
+    if a.out:
+        Path(a.out).write_text(json.dumps({"args": vars(a), "problems": found}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
