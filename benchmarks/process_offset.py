@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -85,20 +87,35 @@ class Proc:
         if self.p.stdout.readline().strip() != "ready":
             sys.exit(f"a child did not start: {argv}")
 
+        os.kill(self.p.pid, signal.SIGSTOP)
+
     def time(self) -> float:
+        """One call; the process is stopped between calls, as the judge stops its runners (an idle process's OpenMP
+        threads spin after a parallel region: on 2 vCPUs, on the other side's cores)."""
+        os.kill(self.p.pid, signal.SIGCONT)
         self.p.stdin.write("t\n")
         self.p.stdin.flush()
-        return float(self.p.stdout.readline())
+        ms = float(self.p.stdout.readline())
+        os.kill(self.p.pid, signal.SIGSTOP)
+        return ms
 
     def close(self) -> None:
+        os.kill(self.p.pid, signal.SIGCONT)
         self.p.stdin.close()
         self.p.wait(timeout=60)
 
 
-def one_pair(argv: list[str], rounds: int, same: bool) -> dict:
-    """``rounds`` rounds of one call a side, the first side alternating; ``same``: one process plays both sides."""
-    a = Proc(argv)
-    b = a if same else Proc(argv)
+def one_pair(argv: list[str], rounds: int, same: bool, b_first: bool = False) -> dict:
+    """``rounds`` rounds of one call a side, the first side alternating; ``same``: one process plays both sides;
+    ``b_first``: side b's process is started first (the judge starts the reference's runner before the candidate's)."""
+    if same:
+        a = b = Proc(argv)
+    elif b_first:
+        b = Proc(argv)
+        a = Proc(argv)
+    else:
+        a = Proc(argv)
+        b = Proc(argv)
     ms = {"a": [], "b": []}
     for r in range(rounds):
         for side, proc in (("a", a), ("b", b)) if r % 2 == 0 else (("b", b), ("a", a)):
@@ -107,15 +124,18 @@ def one_pair(argv: list[str], rounds: int, same: bool) -> dict:
         proc.close()
     logs = [math.log(x / y) for x, y in zip(ms["a"], ms["b"], strict=True)]
     ratio = math.log(statistics.median(ms["a"]) / statistics.median(ms["b"]))
-    return {"log_ratio": ratio, "rounds_se": _half_width(logs) / 1.96, "a": ms["a"], "b": ms["b"]}
+    return {"log_ratio": ratio, "rounds_se": _half_width(logs) / 1.96, "b_first": b_first, "a": ms["a"], "b": ms["b"]}
 
 
 def spread(rows: list[dict]) -> dict:
+    """The spread of the pairs' log ratios, the rounds' own standard error, and the mean log ratio of the process started
+    second over the one started first (a start-order effect, where a pair has two processes)."""
     ratios = [r["log_ratio"] for r in rows]
     se2 = statistics.fmean(r["rounds_se"] ** 2 for r in rows)
     sd = statistics.stdev(ratios)
+    later = [-r["log_ratio"] if r.get("b_first") else r["log_ratio"] for r in rows]  # log(first started / second started)
     return {"sd": round(sd, 4), "rounds_se_rms": round(math.sqrt(se2), 4), "beyond_rounds_sd": round(math.sqrt(max(0.0, sd**2 - se2)), 4),
-            "max_abs": round(max(abs(v) for v in ratios), 4)}  # fmt: skip
+            "max_abs": round(max(abs(v) for v in ratios), 4), "first_over_second_started": round(statistics.fmean(later), 4)}  # fmt: skip
 
 
 def main() -> None:
@@ -136,8 +156,8 @@ def main() -> None:
     for pid in (int(x) for x in a.problems.split(",")):
         argv = [sys.executable, __file__, "--child", str(pid), "--dataset", a.dataset, "--level", a.level, "--device", a.device]
         rows = {"two": [], "one": []}
-        for _ in range(a.pairs):  # the arms alternate, so that a slow stretch of the machine hits both
-            rows["two"].append(one_pair(argv, a.rounds, same=False))
+        for k in range(a.pairs):  # the arms alternate, so that a slow stretch of the machine hits both
+            rows["two"].append(one_pair(argv, a.rounds, same=False, b_first=k % 2 == 1))
             rows["one"].append(one_pair(argv, a.rounds, same=True))
         found[pid] = {"rows": rows, "two_processes": spread(rows["two"]), "one_process": spread(rows["one"])}
         two, one = json.dumps(found[pid]["two_processes"]), json.dumps(found[pid]["one_process"])
