@@ -3,8 +3,9 @@
 # against itself (timing fidelity, with the wall-clock check's figures), and judged-per-hour.
 #
 #   bash benchmarks/gpu_isolation.sh OUTDIR [KERNELBENCH_DATA_DIR]
-#   STEPS="tests fidelity throughput jit corpus" (default: the first three), PROBLEMS=1-100, PASSES=2 (fidelity passes),
-#   PAIRS=N (fidelity: the judge's --kb-process-pairs),
+#   STEPS="tests fidelity throughput jit corpus offset" (default: the first three), PROBLEMS=1-100, PASSES=2 (fidelity
+#   passes), PAIRS=N (fidelity: the judge's --kb-process-pairs), OFFSET_PROBLEMS=33,34,61,95 (offset step: two plain
+#   processes against one, benchmarks/process_offset.py),
 #   CORPORA="level3 level1-triton level1-cuda" (corpus step: benchmarks/corpus, each into OUTDIR/corpus-<name>, a
 #   line per judged candidate in OUTDIR/corpus-<name>.log; CORPUS_TIMEOUT=seconds cuts each off; MIN_REPS=N sets
 #   EvalConfig.min_reps; CORPUS_PROBLEMS=19,47 only those problems' candidates; SAMPLES=1 each judged line holds both
@@ -49,6 +50,12 @@ if [[ $steps == *" corpus "* ]]; then  # realistic candidates (issue 15), cold, 
       --out "$out/corpus-$corpus" 2>&1 | tee "$out/corpus-$corpus.log" | grep -v '^judged ' | tail -8
     echo "corpus $corpus wall: $(( $(date +%s) - start )) s" | tee -a "$out/device.txt"
   done
+fi
+if [[ $steps == *" offset "* ]]; then  # is the self-judged offset the processes' own? (no judge)
+  start=$(date +%s)
+  python3 benchmarks/process_offset.py --dataset "$kb/problems.jsonl" --level 1 --problems "${OFFSET_PROBLEMS:-33,34,61,95}" \
+    --pairs 6 --rounds 30 --out "$out/process-offset.json" | tee "$out/process-offset.log"
+  echo "offset wall: $(( $(date +%s) - start )) s" | tee -a "$out/device.txt"
 fi
 if [[ $steps == *" jit "* ]]; then  # a re-judge finds its Triton and inductor caches (issue 15)
   python3 benchmarks/jit_cache.py --device cuda --out "$out/jit-cache-cuda.json" | tee "$out/jit-cache.log"
