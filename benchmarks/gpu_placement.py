@@ -32,18 +32,15 @@ def _in_buffer(values: list, dev, keep: list) -> list:
     from pytest_kernelbench.judge.supervisor import BUFFER_ALIGN
     from pytest_kernelbench.judge.transport import SharedBuffer
 
-    sizes = [v.numel() * v.element_size() for v in values if hasattr(v, "data_ptr")]
-    buf = SharedBuffer.create(sum(-(-n // BUFFER_ALIGN) * BUFFER_ALIGN for n in sizes), dev)
+    padded = [-(-v.numel() * v.element_size() // BUFFER_ALIGN) * BUFFER_ALIGN if hasattr(v, "data_ptr") else 0 for v in values]
+    buf = SharedBuffer.create(sum(padded), dev)
     keep.append(buf)
     placed, at = [], 0
-    for v in values:
+    for v, n in zip(values, padded, strict=True):
         if hasattr(v, "data_ptr"):
-            view = buf.view(v.dtype, list(v.shape), offset=at)
-            view.copy_(v)
-            at += -(-v.numel() * v.element_size() // BUFFER_ALIGN) * BUFFER_ALIGN
-            placed.append(view)
-        else:
-            placed.append(v)
+            v = buf.view(v.dtype, list(v.shape), offset=at).copy_(v)
+        placed.append(v)
+        at += n
     return placed
 
 
@@ -75,7 +72,7 @@ def child(dataset: str, level: str, ids: list[int], placements: int, calls: int,
         else:
             sets = [base] + [[v.clone() if isinstance(v, torch.Tensor) else v for v in base] for _ in range(p - 1)]
         times: list[list[float]] = [[] for _ in range(p)]
-        kept: deque = deque(maxlen=max(p - 1, 0)) if p > 1 else deque(maxlen=1)
+        kept: deque = deque(maxlen=p - 1)  # each output lives p - 1 more calls (p = 1: none, the block reused)
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.no_grad():
             for c in range((warm + calls) * p):
@@ -88,8 +85,7 @@ def child(dataset: str, level: str, ids: list[int], placements: int, calls: int,
                 torch.cuda.synchronize(dev)
                 if c >= warm * p:
                     times[i].append(begin.elapsed_time(end))
-                if p > 1:
-                    kept.append(out)
+                kept.append(out)
                 del out
         ptrs = [hex(s[0].data_ptr() % (2 << 20)) for s in sets if isinstance(s[0], torch.Tensor)]
         medians = [statistics.median(t) for t in times]

@@ -23,12 +23,12 @@ import signal
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_kernelbench.judge.stats import _half_width  # noqa: E402
+from pytest_kernelbench.judge.runner import Clocks  # noqa: E402
+from pytest_kernelbench.judge.stats import NOISY_Z, _half_width  # noqa: E402
 from pytest_kernelbench.problems import bundled_problems_dir, load_folder, load_source  # noqa: E402
 
 
@@ -53,24 +53,11 @@ def child(dataset: str, level: str, pid: int, device: str, seed: int) -> None:
     torch.manual_seed(seed + 1)
     with dev:
         inputs = [v.to(dev) if isinstance(v, torch.Tensor) else v for v in ns["get_inputs"]()]
-    flush = None
-    if dev.type == "cuda":
-        flush = torch.empty(2 * torch.cuda.get_device_properties(dev).L2_cache_size // 4, dtype=torch.int32, device=dev)
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    clocks = Clocks(torch, dev)  # the judge's runner's timer: L2 flush, sync, CUDA events (CPU: perf_counter)
 
     def call() -> float:
         with torch.no_grad():
-            if flush is None:
-                start = time.perf_counter()
-                model(*inputs)
-                return (time.perf_counter() - start) * 1e3
-            flush.zero_()
-            torch.cuda.synchronize(dev)
-            begin.record()
-            model(*inputs)
-            end.record()
-            torch.cuda.synchronize(dev)
-            return begin.elapsed_time(end)
+            return clocks.time_once(lambda: model(*inputs))[0]
 
     for _ in range(3):
         call()
@@ -86,7 +73,6 @@ class Proc:
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         if self.p.stdout.readline().strip() != "ready":
             sys.exit(f"a child did not start: {argv}")
-
         os.kill(self.p.pid, signal.SIGSTOP)
 
     def time(self) -> float:
@@ -124,12 +110,12 @@ def one_pair(argv: list[str], rounds: int, same: bool, b_first: bool = False) ->
         proc.close()
     logs = [math.log(x / y) for x, y in zip(ms["a"], ms["b"], strict=True)]
     ratio = math.log(statistics.median(ms["a"]) / statistics.median(ms["b"]))
-    return {"log_ratio": ratio, "rounds_se": _half_width(logs) / 1.96, "b_first": b_first, "a": ms["a"], "b": ms["b"]}
+    return {"log_ratio": ratio, "rounds_se": _half_width(logs) / NOISY_Z, "b_first": b_first, "a": ms["a"], "b": ms["b"]}
 
 
 def spread(rows: list[dict]) -> dict:
     """The spread of the pairs' log ratios, the rounds' own standard error, and the mean log ratio of the process started
-    second over the one started first (a start-order effect, where a pair has two processes)."""
+    first over the one started second (a start-order effect, where a pair has two processes)."""
     ratios = [r["log_ratio"] for r in rows]
     se2 = statistics.fmean(r["rounds_se"] ** 2 for r in rows)
     sd = statistics.stdev(ratios)

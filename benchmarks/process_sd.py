@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_kernelbench.judge.stats import NOISY_Z, PROCESS_SD, _meaningless, speedup_interval  # noqa: E402
+from pytest_kernelbench.judge.stats import PROCESS_SD, PairTiming, combine_pairs, speedup_interval  # noqa: E402
 
 TRIALS = (0.0, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03)
 
@@ -48,30 +48,26 @@ def one_pair_rows(path: Path) -> list[tuple[str, float, list[float], list[float]
     return rows
 
 
-def widened(speedup: float, lo: float, hi: float, sd: float) -> tuple[float, float]:
-    half = math.hypot(math.log(hi / speedup), NOISY_Z * sd)
-    return speedup * math.exp(-half), speedup * math.exp(half)
+def pairs(rows: list[tuple[str, float, list[float], list[float]]]) -> list[tuple[str, PairTiming]]:
+    """Each result's one pair as the judge sees it (its rounds' interval and noisy flag); those without an interval left out."""
+    timed = [(name, PairTiming(s, *speedup_interval(ref, new, s), False)) for name, s, ref, new in rows]
+    return [(name, t) for name, t in timed if 0 < t.lo and math.isfinite(t.hi)]
 
 
 def table(rows: list[tuple[str, float, list[float], list[float]]]) -> list[dict]:
-    intervals = [(name, s, *speedup_interval(ref, new, s)) for name, s, ref, new in rows]
-    intervals = [row for row in intervals if 0 < row[2] and math.isfinite(row[3])]
+    timed = pairs(rows)
     out = []
     for sd in TRIALS:
-        reach = [name for name, s, lo, hi, _ in intervals if (w := widened(s, lo, hi, sd))[0] <= 1.0 <= w[1]]
-        plain = [f"{name} {s:.4f}" for name, s, lo, hi, noisy in intervals if s > 1 and not noisy and widened(s, lo, hi, sd)[0] > 1.0]
-        out.append({"sd": sd, "results": len(intervals), "interval_reaches_1": len(reach), "plain_gains": plain})
+        results = [(name, t, combine_pairs([t], sd)) for name, t in timed]  # the judge's widening (stats._one_pair)
+        reach = [name for name, _, r in results if r.lo <= 1.0 <= r.hi]
+        plain = [f"{name} {t.speedup:.4f}" for name, t, r in results if t.speedup > 1 and not r.noisy]
+        out.append({"sd": sd, "results": len(timed), "interval_reaches_1": len(reach), "plain_gains": plain})
     return out
 
 
 def cost(rows: list[tuple[str, float, list[float], list[float]]], sd: float) -> list[str]:
     """Real candidates printed as a plain gain today that the offset ``sd`` turns noisy."""
-    flipped = []
-    for name, s, ref, new in rows:
-        lo, hi, noisy = speedup_interval(ref, new, s)
-        if 0 < lo and math.isfinite(hi) and not noisy and _meaningless(s, *widened(s, lo, hi, sd)):
-            flipped.append(f"{name} {s:.3f}")
-    return flipped
+    return [f"{name} {t.speedup:.3f}" for name, t in pairs(rows) if not t.noisy and combine_pairs([t], sd).noisy]
 
 
 def main() -> None:
