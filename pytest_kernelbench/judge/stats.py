@@ -132,8 +132,13 @@ def speedup_interval(ref_ms: list[float], new_ms: list[float], speedup: float) -
     half = _half_width(logs)
     if not math.isfinite(half) or not math.isfinite(speedup) or speedup <= 0:
         return 0.0, math.inf, True
-    lo, hi = speedup * math.exp(-half), speedup * math.exp(half)
+    lo, hi = _around(speedup, half)
     return lo, hi, noisy_interval(speedup, lo, hi)
+
+
+def _around(speedup: float, half: float) -> tuple[float, float]:
+    """The interval ``speedup`` times ``exp(+-half)``: a half-width in logs."""
+    return speedup * math.exp(-half), speedup * math.exp(half)
 
 
 def noisy_interval(speedup: float, lo: float, hi: float) -> bool:
@@ -277,8 +282,7 @@ def _between(logs: list[float], speedup: float) -> tuple[float, float]:
     standard errors of the mean of the k pairs' log speedups ``logs``. Two pairs 6% apart that both see a gain (a reference
     judged against itself: 1.129 and 1.065 on the 2-vCPU machine) give 0.76-1.59; three close ones (1.12, 1.10, 1.11)
     1.08-1.14. The hull alone took two such pairs as confirming each other (seventeenth session)."""
-    half = _t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return speedup * math.exp(-half), speedup * math.exp(half)
+    return _around(speedup, _t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs)))
 
 
 def _one_pair(t: PairTiming, process_sd: float) -> PairTiming:
@@ -289,8 +293,7 @@ def _one_pair(t: PairTiming, process_sd: float) -> PairTiming:
     reads the rounds' interval."""
     if not process_sd or not (0 < t.lo <= t.speedup <= t.hi < math.inf):
         return t
-    half = math.hypot(math.log(t.hi / t.speedup), NOISY_Z * process_sd)
-    lo, hi = t.speedup * math.exp(-half), t.speedup * math.exp(half)
+    lo, hi = _around(t.speedup, math.hypot(math.log(t.hi / t.speedup), NOISY_Z * process_sd))
     return PairTiming(t.speedup, lo, hi, t.noisy or _meaningless(t.speedup, lo, hi), t.capped)
 
 
