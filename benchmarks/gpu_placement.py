@@ -26,6 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pytest_kernelbench.errors import KernelBenchUsageError  # noqa: E402
+from pytest_kernelbench.problems import parse_id_ranges  # noqa: E402
+
 
 def _in_buffer(values: list, dev, keep: list) -> list:
     """``values``' tensors copied into one VMM buffer, laid out as the judge lays out a side's inputs (``--vmm``)."""
@@ -127,7 +130,11 @@ def main() -> None:
     ap.add_argument("--out", default="")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    ids = [int(x) for x in a.problems.split(",")]
+    try:  # the syntax of pytest's --problems: ids and inclusive ranges
+        selection = parse_id_ranges(a.problems)
+    except KernelBenchUsageError as exc:
+        sys.exit(f"error: {exc}")
+    ids = sorted(selection.ids) if selection else []
     if a.child:
         print(json.dumps(child(a.dataset, a.level, ids, a.placements, a.calls, a.warm, a.vmm)))
         return

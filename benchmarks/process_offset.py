@@ -27,9 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pytest_kernelbench.errors import KernelBenchUsageError  # noqa: E402
 from pytest_kernelbench.judge.runner import Clocks  # noqa: E402
 from pytest_kernelbench.judge.stats import NOISY_Z, _half_width  # noqa: E402
-from pytest_kernelbench.problems import bundled_problems_dir, load_folder, load_source  # noqa: E402
+from pytest_kernelbench.problems import bundled_problems_dir, load_folder, load_source, parse_id_ranges  # noqa: E402
 
 
 def find_problem(dataset: str, level: str, pid: int):
@@ -138,8 +139,12 @@ def main() -> None:
     if a.child:
         child(a.dataset, a.level, a.child, a.device, 1234)
         return
+    try:  # the syntax of pytest's --problems: ids and inclusive ranges
+        selection = parse_id_ranges(a.problems)
+    except KernelBenchUsageError as exc:
+        sys.exit(f"error: {exc}")
     found = {}
-    for pid in (int(x) for x in a.problems.split(",")):
+    for pid in sorted(selection.ids) if selection else []:
         argv = [sys.executable, __file__, "--child", str(pid), "--dataset", a.dataset, "--level", a.level, "--device", a.device]
         rows = {"two": [], "one": []}
         for k in range(a.pairs):  # the arms alternate, so that a slow stretch of the machine hits both

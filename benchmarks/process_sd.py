@@ -76,6 +76,9 @@ def main() -> None:
     ap.add_argument("--cpu", nargs="*", default=[], help="self-judgments on a CPU (cpu_timing_under_builds.py JSON)")
     ap.add_argument("--candidates", nargs="*", default=[], help="real candidates' rows: what each offset would cost them")
     a = ap.parse_args()
+    missing = [f for f in a.gpu + a.cpu + a.candidates if not Path(f).is_file()]
+    if missing:
+        sys.exit(f"error: no such file: {', '.join(missing)}: pass recorded rows, e.g. docs/data/timing-fidelity-*.jsonl")
     for kind, files in (("cuda", a.gpu), ("cpu", a.cpu)):
         if not files:
             continue
