@@ -4,7 +4,7 @@
 #
 #   bash benchmarks/gpu_isolation.sh OUTDIR [KERNELBENCH_DATA_DIR]
 #   STEPS="tests fidelity throughput jit corpus offset" (default: the first three), PROBLEMS=1-100, PASSES=2 (fidelity
-#   passes), PAIRS=N (fidelity: the judge's --kb-process-pairs), OFFSET_PROBLEMS=33,34,61,95 (offset step: two plain
+#   passes), PAIRS=N (fidelity and corpus: the judge's --kb-process-pairs), OFFSET_PROBLEMS=33,34,61,95 (offset step: two plain
 #   processes against one, benchmarks/process_offset.py),
 #   CORPORA="level3 level1-triton level1-cuda" (corpus step: benchmarks/corpus, each into OUTDIR/corpus-<name>, a
 #   line per judged candidate in OUTDIR/corpus-<name>.log; CORPUS_TIMEOUT=seconds cuts each off; MIN_REPS=N sets
@@ -46,7 +46,7 @@ if [[ $steps == *" corpus "* ]]; then  # realistic candidates (issue 15), cold, 
   for corpus in ${CORPORA:-level3 level1-triton level1-cuda}; do
     start=$(date +%s)
     timeout "${CORPUS_TIMEOUT:-3000}" python3 benchmarks/throughput.py --device cuda --corpus "$corpus" --dataset "$kb" \
-      --count "${COUNT:-64}" --build-jobs 16 --judges "${JUDGES:-4}" --phases pipeline --build-pch /tmp/kbpch ${MIN_REPS:+--min-reps $MIN_REPS} ${CORPUS_PROBLEMS:+--problems $CORPUS_PROBLEMS} ${SAMPLES:+--samples} \
+      --count "${COUNT:-64}" --build-jobs 16 --judges "${JUDGES:-4}" --phases pipeline --build-pch /tmp/kbpch ${MIN_REPS:+--min-reps $MIN_REPS} ${PAIRS:+--process-pairs $PAIRS} ${CORPUS_PROBLEMS:+--problems $CORPUS_PROBLEMS} ${SAMPLES:+--samples} \
       --out "$out/corpus-$corpus" 2>&1 | tee "$out/corpus-$corpus.log" | grep -v '^judged ' | tail -8
     echo "corpus $corpus wall: $(( $(date +%s) - start )) s" | tee -a "$out/device.txt"
   done

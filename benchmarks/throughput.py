@@ -227,7 +227,8 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
                     "lock_held_s": result.extra.get("lock_held_s", {}), "split_s": result.extra.get("split_s", {}),
                     "wall_excess_ms": (result.extra.get("wall_check") or {}).get("excess_ms"),
                     "timed_calls": result.extra.get("timed_calls"), "checked_calls": result.extra.get("checked_calls"),
-                    "cpu_s": result.extra.get("cpu_s", {})}  # fmt: skip
+                    "cpu_s": result.extra.get("cpu_s", {}), "speedup": result.speedup,
+                    "noisy": result.extra.get("speedup_noisy"), "pairs": _pairs_timed(result)}  # fmt: skip
             if not result.correct:
                 line["message"] = result.message[:400]
             if samples and result.ref and result.new:  # each side's timing samples, in the order they were taken
@@ -268,6 +269,7 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
         # where the cores went: the machine's busy seconds, the judges' process trees and the pool's build steps
         "cpu_s": {"machine": round((cpu_after[0] - cpu_before[0]) / os.sysconf("SC_CLK_TCK"), 1),
                   "judges": _summed(results, "cpu_s"), "pool_builds": _summed(builds, "cpu_s")},  # fmt: skip
+        "pairs_of_runners": sum(_pairs_timed(r) for r in results),  # more than one a candidate: near parity (another_pair)
         "checked_of_timed_calls": [sum(int(r.extra.get(k, 0)) for r in results) for k in ("checked_calls", "timed_calls")],
         "median_compile_stage_s": round(sorted(r.stage_seconds.get("compile", 0.0) for r in results)[len(results) // 2], 2),
         "outcomes": sorted({r.outcome.value for r in results}),
@@ -288,6 +290,13 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
                           for (p, c, kind), r in zip(pairs, results, strict=True)]  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
+
+
+def _pairs_timed(result) -> int:
+    """How many pairs of runner processes timed this result (stats.another_pair): 0 where it was not timed."""
+    if not result.ref:
+        return 0
+    return len(result.extra.get("process_pairs") or [None])
 
 
 def by_kind(pairs, results) -> dict[str, dict]:
@@ -318,6 +327,8 @@ def main() -> None:
     parser.add_argument("--min-reps", type=int, default=0,
                         help="timing samples of each side at least (EvalConfig.min_reps; 0: the judge's default)")
     parser.add_argument("--problems", default="", help="--corpus level3/level1-*: only candidates for these problem ids (19,47 or 19-26)")
+    parser.add_argument("--process-pairs", type=int, default=0,
+                        help="the judge's --kb-process-pairs (0: its default; 1: one pair, never a second near parity)")
     parser.add_argument("--samples", action="store_true", help="each judged line also holds both sides' timing samples")
     parser.add_argument("--out", type=Path, default=Path("throughput-out"))
     parser.add_argument("--kernel", choices=("mini", "light"), default="mini",
@@ -346,7 +357,7 @@ def main() -> None:
     def config(cache: str) -> EvalConfig:
         pch = str(scratch / "pch") if args.build_pch == "fresh" else args.build_pch
         return EvalConfig(device=args.device, trials=args.trials, min_reps=args.min_reps, build_dir=str(scratch / cache),
-                          lock_dir=str(scratch / "locks"), pch_dir=pch)  # fmt: skip
+                          lock_dir=str(scratch / "locks"), pch_dir=pch, process_pairs=args.process_pairs)  # fmt: skip
 
     for phase in args.phases.split(","):
         judged = {"judges": args.judges, "corpus": args.corpus, "samples": args.samples}

@@ -329,6 +329,29 @@ def test_a_second_pair_of_runners_is_asked_for_a_cpu_speedup_outside_five_percen
     assert another_pair([pair(1.0)], 3, "cuda") and another_pair([pair(1.0)] * 2, 3, "cpu") and not another_pair([pair(1.0)] * 3, 3, "cpu")
 
 
+def test_a_gpu_speedup_is_timed_in_a_second_pair_of_runners_only_near_parity():
+    """On a GPU a result outside +-2% takes a second pair only where a process offset may explain it: within 3 standard
+    deviations of 1.0, its rounds' and PROCESS_SD. A reference judged against itself drew 0.969 and 0.898 in one pair
+    on the H100 (sixteenth and seventeenth sessions); candidates 7% slower or 12% faster with steady rounds are not
+    timed again."""
+    sd = PROCESS_SD["cuda"]
+
+    def pair(speedup, half=0.004):  # the rounds' 95% half-width, in logs
+        return PairTiming(speedup, speedup * math.exp(-half), speedup * math.exp(half), False, False)
+
+    assert another_pair([pair(0.969)], 0, "cuda", sd) and another_pair([pair(1.03)], 0, "cuda", sd)
+    assert not another_pair([pair(0.985)], 0, "cuda", sd) and not another_pair([pair(1.015)], 0, "cuda", sd)  # within +-2%
+    assert not another_pair([pair(0.93)], 0, "cuda", sd) and not another_pair([pair(1.12)], 0, "cuda", sd)  # beyond 3 sd
+    assert another_pair([pair(0.898, half=0.0945)], 0, "cuda", sd)  # the same 10% loss from noisy rounds: in doubt
+    assert not another_pair([pair(0.969)], 0, "cuda")  # no process offset given: 3 sd of steady rounds is 0.6%
+    assert another_pair([pair(0.969), pair(1.0)], 0, "cuda", sd)  # the two disagree: a third, whose median is printed
+    assert not another_pair([pair(0.975, half=0.015), pair(0.99, half=0.015)], 0, "cuda", sd)  # within +-2% together
+    assert another_pair([pair(0.969), pair(0.99)], 0, "cuda", sd)  # 0.979 from rounds that exclude each other: a third
+    assert not another_pair([pair(0.97), pair(0.972)], 0, "cuda", sd)  # a loss both see, 1.0 beyond their interval
+    assert not another_pair([pair(0.969), pair(1.0), pair(0.99)], 0, "cuda", sd)  # three at most
+    assert combine_pairs([pair(0.969), pair(1.0), pair(0.99)], sd).speedup == pytest.approx(0.99)  # their median
+
+
 def test_pairs_of_runners_that_disagree_make_the_speedup_noisy_and_pairs_that_agree_keep_it():
     def pair(speedup, half=0.02):
         return PairTiming(speedup, speedup * (1 - half), speedup * (1 + half), False, False)

@@ -204,6 +204,8 @@ def wall_check(ref_ms: list[float], ref_wall: list[float], new_ms: list[float], 
 
 PAIR_BAND = 0.05  # on a CPU, a speedup outside +-5% is timed again in a fresh pair of runners ...
 AUTO_PAIRS = 3  # ... and a third pair where the two leave it in doubt (another_pair)
+GPU_BAND = 0.02  # on a GPU, a speedup outside +-2% that a process offset may explain is timed again (another_pair) ...
+DOUBT_Z = 3.0  # ... where it lies within this many standard deviations (its rounds' and PROCESS_SD) of 1.0
 # The offset (a standard deviation of the log speedup) that each pair of runner processes draws and no interval from its
 # own rounds can see: a result timed in one pair has its interval widened by it (combine_pairs). Each is the smallest
 # that leaves no reference judged against itself printed as a plain gain in the recorded runs (eighteenth session,
@@ -226,13 +228,17 @@ class PairTiming:
         return {"speedup": rounded[0], "interval": rounded[1:], "noisy": self.noisy, "capped": self.capped}
 
 
-def another_pair(pairs: list[PairTiming], asked: int, device: str) -> bool:
-    """Whether to time once more in a fresh pair of runners: ``asked`` pairs in all, or (``asked`` 0) on a CPU:
+def another_pair(pairs: list[PairTiming], asked: int, device: str, process_sd: float = 0.0) -> bool:
+    """Whether to time once more in a fresh pair of runners: ``asked`` pairs in all, or (``asked`` 0) automatically:
 
-    * a second where the first's speedup lies outside +-PAIR_BAND, noisy or not, unless its interval is too wide to
-      say anything. A noisy pair's interval stays in the hull, so the result stays noisy, but its printed figure
+    * on a CPU, a second where the first's speedup lies outside +-PAIR_BAND, noisy or not, unless its interval is too
+      wide to say anything. A noisy pair's interval stays in the hull, so the result stays noisy, but its printed figure
       moves towards what the processes agree on (fifteenth session: 96.4% within +-5% against 92.8% for not-noisy
       first pairs only, ``benchmarks/cpu_pairs_bootstrap.py``);
+    * on a GPU, a second only near parity: where the first's speedup lies outside +-GPU_BAND yet within DOUBT_Z standard
+      deviations of 1.0, its rounds' and the offset ``process_sd`` a pair of processes draws (:func:`_near_parity`). A
+      reference judged against itself on the H100 drew offsets up to 10% (``L1-12`` 0.898 in one pair of the seventeenth
+      session); a candidate 7% slower with steady rounds is not timed again (nineteenth session);
     * a third where the two leave the result in doubt, noisy or not (97.8% within +-5% against 96.4% for results not
       noisy only, the same bootstrap): they disagree (each outside the other's interval), or their combined speedup
       lies outside the band while one of them lies within it or beyond the other side, or (seventeenth session) while
@@ -244,16 +250,25 @@ def another_pair(pairs: list[PairTiming], asked: int, device: str) -> bool:
     median of three outvotes one outlying pair (docs/judge.md, "Speedups the timing cannot resolve")."""
     if asked:
         return len(pairs) < asked
-    if device != "cpu" or not pairs or len(pairs) >= AUTO_PAIRS:
+    if not pairs or len(pairs) >= AUTO_PAIRS:
         return False
+    band = PAIR_BAND if device == "cpu" else GPU_BAND
     if len(pairs) == 1:
-        return _says_something(pairs[0]) and _outside(pairs[0].speedup)
+        first = pairs[0]
+        return _says_something(first) and _outside(first.speedup, band) and (device == "cpu" or _near_parity(first, process_sd))
     combined = combine_pairs(pairs)
     if not _says_something(_hull(pairs, combined.speedup)):
         return False
-    confirmed = all(_outside(t.speedup) and (t.speedup > 1) == (combined.speedup > 1) for t in pairs)
+    confirmed = all(_outside(t.speedup, band) and (t.speedup > 1) == (combined.speedup > 1) for t in pairs)
     doubted = not confirmed or _meaningless(combined.speedup, combined.lo, combined.hi)
-    return _apart(pairs) or (_outside(combined.speedup) and doubted)
+    return _apart(pairs) or (_outside(combined.speedup, band) and doubted)
+
+
+def _near_parity(t: PairTiming, process_sd: float) -> bool:
+    """Whether one pair's speedup lies within DOUBT_Z standard deviations of 1.0: its rounds' (from their 95% interval)
+    and ``process_sd`` in quadrature, as :func:`_one_pair` widens it."""
+    rounds_sd = math.log(t.hi / t.speedup) / NOISY_Z
+    return abs(math.log(t.speedup)) < DOUBT_Z * math.hypot(rounds_sd, process_sd)
 
 
 def _says_something(t: PairTiming) -> bool:
@@ -261,9 +276,9 @@ def _says_something(t: PairTiming) -> bool:
     return math.isfinite(t.speedup) and t.speedup > 0 and not _too_wide(t.lo, t.hi)
 
 
-def _outside(speedup: float) -> bool:
-    """Whether a speedup lies outside +-PAIR_BAND (in logs: 1/1.05 to 1.05)."""
-    return abs(math.log(speedup)) > math.log1p(PAIR_BAND)
+def _outside(speedup: float, band: float = PAIR_BAND) -> bool:
+    """Whether a speedup lies outside +-``band`` (in logs: PAIR_BAND's is 1/1.05 to 1.05)."""
+    return abs(math.log(speedup)) > math.log1p(band)
 
 
 def _apart(pairs: list[PairTiming]) -> bool:

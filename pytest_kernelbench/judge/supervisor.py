@@ -282,7 +282,7 @@ class Supervisor:
         self.status.enter("reference")
         self.ref = self.start_reference()  # before this process touches CUDA: then it can be forked
         # and the reference runners of later process pairs (time_again), forked now too: idle until then, and alike
-        for k in range(self.pairs_at_most() - 1):
+        for k in range(self.spares_wanted()):
             self.spares.append(self.start_reference(tag=f"-{k + 2}"))
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
@@ -465,15 +465,19 @@ class Supervisor:
         with self.device_phase("init", shared=True):
             self.ask(self.new, p.Init(self.encode(self.new, self.init_values).args, self.cfg.seed, self.cfg.ref_mode), p.Done)
 
-    def warm_up(self) -> None:
+    def warm_up(self, before_time: bool = False) -> None:
         """The candidate's first call (Triton JIT and autotune, inductor, graph capture: seconds of CPU) on fresh inputs,
         untimed and unchecked, in a shared phase admitted for the candidate's own footprint (:meth:`warm_bytes`) rather
         than for both sides' buffers. On a GPU, where that admission is at most 1/WARM_STEP_RATIO of the trials': for level
         1's multi-GB problems the trials' admits one judge at a time on 80 GB, and a first call that compiled there held
-        every other judge's trials behind it (docs/performance.md, "Eleventh session"). Its output is not looked at:
-        every later call gets fresh inputs, so nothing it could keep from this one is of use."""
+        every other judge's trials behind it (docs/performance.md, "Eleventh session"); and always ``before_time``, in a
+        later pair of runners (:meth:`time_again`), whose first call would otherwise autotune in the exclusive ``time``
+        phase. Its output is not looked at: every later call gets fresh inputs, so nothing it could keep from this one is
+        of use."""
         need = self.warm_bytes()
-        if self.device.type != "cuda" or os.environ.get("KB_WARM_STEP", "1") == "0" or self.admission_bytes() < WARM_STEP_RATIO * need:
+        if self.device.type != "cuda" or os.environ.get("KB_WARM_STEP", "1") == "0":
+            return
+        if not before_time and self.admission_bytes() < WARM_STEP_RATIO * need:
             return
         with self.device_phase("run", shared=True, need=need), self.split("run.warm"):
             self.new.sets = self.encode_sets(self.new, [self.make_inputs()])
@@ -617,18 +621,22 @@ class Supervisor:
             pairs = zip(self.pairs, self.pair_refs, strict=True)
             self.found["extra"]["process_pairs"] = [{**t.to_dict(), "reference": how} for t, how in pairs]
 
-    def pairs_at_most(self) -> int:
-        """How many pairs of runner processes this evaluation may time in (:func:`stats.another_pair`)."""
+    def spares_wanted(self) -> int:
+        """How many reference runners to fork now for later pairs of runner processes (:func:`stats.another_pair`): on a
+        CPU, or where ``--kb-process-pairs`` asks, one for each pair after the first; none on a GPU otherwise, where few
+        results take a second pair and its reference starts as a new interpreter (this process has touched CUDA)."""
         if self.spec.build_only or self.cpu_check:
-            return 1
-        return self.cfg.process_pairs or (AUTO_PAIRS if self.device.type == "cpu" else 1)
+            return 0
+        if self.cfg.process_pairs:
+            return self.cfg.process_pairs - 1
+        return AUTO_PAIRS - 1 if self.device.type == "cpu" else 0
 
     def time_again(self) -> None:
         """Time in fresh runner processes, both sides, while :func:`stats.another_pair` asks: an offset that lasts a
         whole evaluation belongs to the processes (where their threads and buffers landed; on a 16-core host a reference
         judged against itself printed 1.172, every round agreeing), and only new processes draw it again. Every call of
         a new pair is checked as in the first; the candidate is loaded again from its build folder, not built again."""
-        while another_pair(self.pairs, self.cfg.process_pairs, self.device.type):
+        while another_pair(self.pairs, self.cfg.process_pairs, self.device.type, PROCESS_SD.get(self.device.type, 0.0)):
             need = sum(self.status.stage_seconds.get(stage, 0.0) for stage in ("init", "time")) + PAIR_START_S
             if self.remaining() < need:  # the offset stays unknown: the speedup is not printed as a steady one
                 self.found["extra"].update(speedup_noisy=True, process_pairs_skipped=f"{self.remaining():.0f} s left of the "
@@ -645,6 +653,7 @@ class Supervisor:
             self.status.enter("compile")
             self.load_candidate()
             self.init()
+            self.warm_up(before_time=True)
             self.time()
             self.stop_candidate()
             self.add_pair()
