@@ -257,8 +257,9 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
     JudgeOption("round_calls", "--round-calls", "calls of each side per timing round, each on fresh inputs (0: automatic, "
                 "up to 16 on a GPU for small, fast problems; 1 on the CPU)", pytest_flags=("--kb-round-calls",)),
     JudgeOption("process_pairs", "--process-pairs", "pairs of fresh runner processes to time in (0: automatic, one, and "
-                "on the CPU a second where the first's speedup is outside 0.95-1.05, a third where those two disagree or only "
-                "one of them is outside)", pytest_flags=("--kb-process-pairs",)),
+                "a second where the first's speedup is outside 0.95-1.05 on the CPU, or on a GPU outside 0.98-1.02 yet within "
+                "3 standard deviations of 1.0; a third where those two leave it in doubt; 1: one, the most judged an hour)",
+                pytest_flags=("--kb-process-pairs",)),
     JudgeOption("sandbox", "--sandbox", "the candidate's runner: in a bubblewrap sandbox if one starts (auto), "
                 "always (required: an error without one), or never (off)", pytest_flags=("--kb-sandbox",),
                 choices=("auto", "required", "off")),
