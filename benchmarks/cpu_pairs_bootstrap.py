@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_kernelbench.judge.stats import AUTO_PAIRS, PairTiming, _apart, _outside, another_pair, combine_pairs, noisy_interval  # noqa: E402
+from pytest_kernelbench.judge.stats import PairTiming, _apart, _outside, another_pair, combine_pairs, noisy_interval  # noqa: E402
 
 SIXTEEN_THREAD_ARMS = {"base", "thp", "16", "50:2", "150:3"}
 
@@ -33,7 +33,7 @@ def fourteenth_session_rule(pairs: list[PairTiming]) -> bool:
     two disagree."""
     if len(pairs) == 1:
         return not pairs[0].noisy and _outside(pairs[0].speedup)
-    return len(pairs) < AUTO_PAIRS and _apart(pairs) and not combine_pairs(pairs).noisy
+    return len(pairs) < 3 and _apart(pairs) and not combine_pairs(pairs).noisy
 
 
 RULES: dict[str, Callable[[list[PairTiming]], bool]] = {

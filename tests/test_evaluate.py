@@ -108,7 +108,8 @@ def test_a_cpu_speedup_is_timed_again_in_fresh_runners_and_noisy_when_the_proces
     first, second, *third = pairs = result.extra["process_pairs"]  # the first pair's 4x is steady: a second pair is timed
     assert not first["noisy"] and first["speedup"] > 2.0, pairs
     if first_only:  # the second pair's processes see no gain: the two disagree, and the gain is not printed as one
-        assert second["speedup"] < 1.25 and result.extra["speedup_noisy"] and not third, pairs  # noisy: no third pair
+        assert second["speedup"] < 1.25 and result.extra["speedup_noisy"] and third, pairs  # noisy, and a third pair ...
+        assert result.speedup < 1.25, pairs  # ... whose processes see no gain either: the median of three is printed
     else:
         assert second["speedup"] > 2.0 and result.speedup > 2.0, pairs
         # pairs that agree on a gain add no doubt of their own: noisy only where a pair's own rounds were

@@ -315,7 +315,8 @@ def test_a_second_pair_of_runners_is_asked_for_a_cpu_speedup_outside_five_percen
     assert another_pair([pair(1.12)], 0, "cpu") and another_pair([pair(0.9)], 0, "cpu")
     assert not another_pair([pair(1.04)], 0, "cpu") and not another_pair([pair(0.96)], 0, "cpu")  # within +-5%
     assert another_pair([pair(1.3, noisy=True)], 0, "cpu")  # noisy, timed again: its figure moves, its hull stays
-    assert not another_pair([pair(1.3, half=0.5, noisy=True)], 0, "cpu")  # an interval wider than 2x says nothing
+    assert another_pair([pair(1.3, half=0.5, noisy=True)], 0, "cpu")  # wider than 2x: noisy whatever comes, its figure moves
+    assert not another_pair([pair(1.03, half=0.5, noisy=True)], 0, "cpu")  # ... where it lies outside +-5% only
     assert not another_pair([pair(1.12)], 0, "cuda") and not another_pair([pair(1.3), pair(1.29)], 0, "cpu")  # two agree
     assert another_pair([pair(1.12), pair(1.1)], 0, "cpu")  # close, but two draws of an offset leave 1.0 in reach: a third
     assert another_pair([pair(1.19), pair(1.07)], 0, "cpu")  # two steady gains that disagree: a third pair
@@ -324,8 +325,11 @@ def test_a_second_pair_of_runners_is_asked_for_a_cpu_speedup_outside_five_percen
     assert another_pair([pair(0.91, half=0.03), pair(0.93, half=0.03)], 0, "cpu")  # both see it, 1.0 in the between interval
     assert not another_pair([pair(0.96, half=0.03), pair(0.99, half=0.03)], 0, "cpu")  # within +-5% together
     assert another_pair([pair(1.12), pair(1.0)], 0, "cpu")  # noisy (the hull reaches 1.0) and in doubt: a third's median
-    assert not another_pair([pair(4.0), pair(1.0)], 0, "cpu")  # a hull wider than 2x: noisy after two, nothing to settle
-    assert not another_pair([pair(1.19), pair(1.07), pair(1.0)], 0, "cpu")  # three at most, unless asked
+    assert another_pair([pair(4.0), pair(1.0)], 0, "cpu")  # a hull wider than 2x: noisy, a third pair's median printed
+    assert not another_pair([pair(4.0), pair(1.0), pair(1.0)], 0, "cpu")  # ... which lies within +-5%
+    assert another_pair([pair(1.19), pair(1.07), pair(1.0)], 0, "cpu")  # three that disagree: a fourth ...
+    assert not another_pair([pair(1.19), pair(1.07), pair(1.0), pair(1.2), pair(0.9)], 0, "cpu")  # five at most, unless asked
+    assert not another_pair([pair(1.19), pair(1.07), pair(1.0)], 0, "cuda")  # three on a GPU
     assert another_pair([pair(1.0)], 3, "cuda") and another_pair([pair(1.0)] * 2, 3, "cpu") and not another_pair([pair(1.0)] * 3, 3, "cpu")
 
 

@@ -76,7 +76,7 @@ from .sandbox import (
     thaw,
     tree_cpu_seconds,
 )
-from .stats import AUTO_PAIRS, PROCESS_SD, PairTiming, Stopper, WallCheck, another_pair, combine_pairs, speedup_interval, wall_check
+from .stats import PROCESS_SD, SPARE_PAIRS, PairTiming, Stopper, WallCheck, another_pair, combine_pairs, speedup_interval, wall_check
 from .transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer, contiguous_strides
 
 if TYPE_CHECKING:
@@ -622,14 +622,15 @@ class Supervisor:
             self.found["extra"]["process_pairs"] = [{**t.to_dict(), "reference": how} for t, how in pairs]
 
     def spares_wanted(self) -> int:
-        """How many reference runners to fork now for later pairs of runner processes (:func:`stats.another_pair`): on a
-        CPU, or where ``--kb-process-pairs`` asks, one for each pair after the first; none on a GPU otherwise, where few
-        results take a second pair and its reference starts as a new interpreter (this process has touched CUDA)."""
+        """How many reference runners to fork now for later pairs of runner processes (:func:`stats.another_pair`): where
+        ``--kb-process-pairs`` asks, one for each pair after the first; on a CPU, for the second and third (few results
+        take a fourth or fifth: their references start as new interpreters); none on a GPU, where few results take a
+        second pair and its reference starts as a new interpreter (this process has touched CUDA)."""
         if self.spec.build_only or self.cpu_check:
             return 0
         if self.cfg.process_pairs:
             return self.cfg.process_pairs - 1
-        return AUTO_PAIRS - 1 if self.device.type == "cpu" else 0
+        return SPARE_PAIRS - 1 if self.device.type == "cpu" else 0
 
     def time_again(self) -> None:
         """Time in fresh runner processes, both sides, while :func:`stats.another_pair` asks: an offset that lasts a
