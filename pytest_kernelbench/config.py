@@ -13,7 +13,7 @@ from typing import Any
 from .errors import KernelBenchUsageError
 from .judge.protocol import MAX_CALLS as MAX_ROUND_CALLS
 
-MAX_PROCESS_PAIRS = 4  # --process-pairs: each pair is a fresh runner start (seconds) and a whole timing phase
+MAX_PROCESS_PAIRS = 5  # --process-pairs: as many as a CPU takes by itself (stats.AUTO_PAIRS); each a runner start and a timing phase
 
 
 def default_cache_dir() -> Path:
@@ -258,7 +258,8 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
                 "up to 16 on a GPU for small, fast problems; 1 on the CPU)", pytest_flags=("--kb-round-calls",)),
     JudgeOption("process_pairs", "--process-pairs", "pairs of fresh runner processes to time in (0: automatic, one, and "
                 "a second where the first's speedup is outside 0.95-1.05 on the CPU, or on a GPU outside 0.98-1.02 yet within "
-                "3 standard deviations of 1.0; a third where those two leave it in doubt; 1: one, the most judged an hour)",
+                "3 standard deviations of 1.0; a third where those two leave it in doubt, on the CPU up to five; 1: one, the most "
+                "judged an hour)",
                 pytest_flags=("--kb-process-pairs",)),
     JudgeOption("sandbox", "--sandbox", "the candidate's runner: in a bubblewrap sandbox if one starts (auto), "
                 "always (required: an error without one), or never (off)", pytest_flags=("--kb-sandbox",),

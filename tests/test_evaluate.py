@@ -357,11 +357,11 @@ def test_an_unknown_sandbox_mode_is_a_usage_error_naming_the_choices():
         cpu_config(sandbox="maybe")
 
 
-@pytest.mark.parametrize("pairs", [-1, 5])
+@pytest.mark.parametrize("pairs", [-1, 6])
 def test_process_pairs_out_of_range_is_a_usage_error_naming_the_range(pairs):
     from pytest_kernelbench.errors import KernelBenchUsageError
 
-    with pytest.raises(KernelBenchUsageError, match=f"--process-pairs {pairs}: give 0 \\(automatic\\) to 4"):
+    with pytest.raises(KernelBenchUsageError, match=f"--process-pairs {pairs}: give 0 \\(automatic\\) to 5"):
         cpu_config(process_pairs=pairs)
 
 
