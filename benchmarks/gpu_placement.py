@@ -30,12 +30,18 @@ from pytest_kernelbench.errors import KernelBenchUsageError  # noqa: E402
 from pytest_kernelbench.problems import parse_id_ranges  # noqa: E402
 
 
+def padded_sizes(values: list) -> list[int]:
+    """Each value's bytes in a side's shared input buffer, rounded up as the judge places them (0: not a tensor)."""
+    from pytest_kernelbench.judge.supervisor import BUFFER_ALIGN
+
+    return [-(-v.numel() * v.element_size() // BUFFER_ALIGN) * BUFFER_ALIGN if hasattr(v, "data_ptr") else 0 for v in values]
+
+
 def _in_buffer(values: list, dev, keep: list) -> list:
     """``values``' tensors copied into one VMM buffer, laid out as the judge lays out a side's inputs (``--vmm``)."""
-    from pytest_kernelbench.judge.supervisor import BUFFER_ALIGN
     from pytest_kernelbench.judge.transport import SharedBuffer
 
-    padded = [-(-v.numel() * v.element_size() // BUFFER_ALIGN) * BUFFER_ALIGN if hasattr(v, "data_ptr") else 0 for v in values]
+    padded = padded_sizes(values)
     buf = SharedBuffer.create(sum(padded), dev)
     keep.append(buf)
     placed, at = [], 0

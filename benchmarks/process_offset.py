@@ -11,6 +11,11 @@ differ by themselves and no change to the judge's runners removes it (``stats.PR
 
     python3 benchmarks/process_offset.py --dataset KB/problems.jsonl --level 1 --problems 33,34,61,95 --pairs 6 --out F.json
     python3 benchmarks/process_offset.py --problems 2,6 --device cpu --pairs 6          # the bundled CPU problems
+
+``--buffers vmm`` puts each child's inputs in a VMM buffer it makes; ``--buffers shared`` in one this process makes,
+fills and passes by descriptor, as the judge's supervisor passes a runner its inputs (nineteenth session: a judge's
+runner lands on a fast or a slow level for a whole evaluation, `L1-33` 8.9 against 9.5 ms, which two plain processes
+with their own allocations did not show).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import signal
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -31,6 +37,8 @@ from pytest_kernelbench.errors import KernelBenchUsageError  # noqa: E402
 from pytest_kernelbench.judge.runner import Clocks  # noqa: E402
 from pytest_kernelbench.judge.stats import NOISY_Z, _half_width  # noqa: E402
 from pytest_kernelbench.problems import bundled_problems_dir, load_folder, load_source, parse_id_ranges  # noqa: E402
+
+SEED = 1234  # every child builds the same weights and inputs
 
 
 def find_problem(dataset: str, level: str, pid: int):
@@ -41,19 +49,55 @@ def find_problem(dataset: str, level: str, pid: int):
     return chosen[0]
 
 
-def child(dataset: str, level: str, pid: int, device: str, seed: int) -> None:
-    """Build the problem, warm up, then answer each ``t`` line on stdin with one call's milliseconds."""
-    import torch
-
-    dev = torch.device(device)
+def load(dataset: str, level: str, pid: int) -> dict:
+    """The problem's module namespace (``Model``, ``get_inputs``, ``get_init_inputs``)."""
     problem = find_problem(dataset, level, pid)
     ns: dict = {}
     exec(compile(problem.source, problem.name, "exec"), ns)  # noqa: S102 - a KernelBench reference
-    torch.manual_seed(seed)
-    model = ns["Model"](*ns["get_init_inputs"]()).to(dev)
+    return ns
+
+
+def make_inputs(ns: dict, dev, seed: int) -> list:
+    import torch
+
     torch.manual_seed(seed + 1)
     with dev:
-        inputs = [v.to(dev) if isinstance(v, torch.Tensor) else v for v in ns["get_inputs"]()]
+        return [v.to(dev) if isinstance(v, torch.Tensor) else v for v in ns["get_inputs"]()]
+
+
+def placed(inputs: list, buf) -> list:
+    """Views of ``buf`` laid out as :func:`gpu_placement._in_buffer` lays ``inputs`` out (a buffer the parent filled)."""
+    from gpu_placement import padded_sizes
+
+    views, at = [], 0
+    for v, n in zip(inputs, padded_sizes(inputs), strict=True):
+        views.append(buf.view(v.dtype, list(v.shape), offset=at) if hasattr(v, "data_ptr") else v)
+        at += n
+    return views
+
+
+def child(dataset: str, level: str, pid: int, device: str, seed: int, buffers: str = "own", fd: int = -1, nbytes: int = 0) -> None:
+    """Build the problem, warm up, then answer each ``t`` line on stdin with one call's milliseconds. ``buffers``: the
+    inputs in this process's own allocations, in a VMM buffer it makes (``vmm``, as gpu_placement.py --vmm), or in one
+    the parent made and filled and passed as ``fd`` (``shared``, as the judge's supervisor passes a runner its inputs)."""
+    import torch
+    from gpu_placement import _in_buffer
+
+    from pytest_kernelbench.judge.transport import SharedBuffer
+
+    dev = torch.device(device)
+    ns = load(dataset, level, pid)
+    torch.manual_seed(seed)
+    model = ns["Model"](*ns["get_init_inputs"]()).to(dev)
+    inputs, keep = make_inputs(ns, dev, seed), []
+    if buffers == "vmm":
+        inputs = _in_buffer(inputs, dev, keep)
+    elif buffers == "shared":
+        keep.append(SharedBuffer.open(fd, nbytes, dev))
+        views = placed(inputs, keep[0])
+        if not all(torch.equal(v, w) for v, w in zip(views, inputs, strict=True) if hasattr(v, "data_ptr")):
+            sys.exit("the shared buffer does not hold the inputs this child made: its layout differs from the parent's")
+        inputs = views
     clocks = Clocks(torch, dev)  # the judge's runner's timer: L2 flush, sync, CUDA events (CPU: perf_counter)
 
     def call() -> float:
@@ -70,8 +114,12 @@ def child(dataset: str, level: str, pid: int, device: str, seed: int) -> None:
 
 
 class Proc:
-    def __init__(self, argv: list[str]):
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    def __init__(self, argv: list[str], buf=None):
+        """A child started with ``argv``; ``buf``: a shared buffer of its inputs, made here and passed by descriptor."""
+        self.buf = buf  # kept until the child has mapped it (close)
+        extra = ["--fd", str(buf.fd), "--nbytes", str(buf.nbytes)] if buf else []
+        self.p = subprocess.Popen(argv + extra, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  pass_fds=[buf.fd] if buf else ())  # fmt: skip
         if self.p.stdout.readline().strip() != "ready":
             sys.exit(f"a child did not start: {argv}")
         os.kill(self.p.pid, signal.SIGSTOP)
@@ -92,17 +140,17 @@ class Proc:
         self.p.wait(timeout=60)
 
 
-def one_pair(argv: list[str], rounds: int, same: bool, b_first: bool = False) -> dict:
+def one_pair(spawn: Callable[[], Proc], rounds: int, same: bool, b_first: bool = False) -> dict:
     """``rounds`` rounds of one call a side, the first side alternating; ``same``: one process plays both sides;
     ``b_first``: side b's process is started first (the judge starts the reference's runner before the candidate's)."""
     if same:
-        a = b = Proc(argv)
+        a = b = spawn()
     elif b_first:
-        b = Proc(argv)
-        a = Proc(argv)
+        b = spawn()
+        a = spawn()
     else:
-        a = Proc(argv)
-        b = Proc(argv)
+        a = spawn()
+        b = spawn()
     ms = {"a": [], "b": []}
     for r in range(rounds):
         for side, proc in (("a", a), ("b", b)) if r % 2 == 0 else (("b", b), ("a", a)):
@@ -125,6 +173,25 @@ def spread(rows: list[dict]) -> dict:
             "max_abs": round(max(abs(v) for v in ratios), 4), "first_over_second_started": round(statistics.fmean(later), 4)}  # fmt: skip
 
 
+def spawner(argv: list[str], a: argparse.Namespace, pid: int) -> Callable[[], Proc]:
+    """How to start one child: with ``--buffers shared``, each gets a new shared buffer of the problem's inputs, made and
+    filled here (this process then holds a CUDA context, as the judge's supervisor does)."""
+    if a.buffers != "shared":
+        return lambda: Proc(argv)
+    import torch
+    from gpu_placement import _in_buffer
+
+    dev = torch.device(a.device)
+    inputs = make_inputs(load(a.dataset, a.level, pid), dev, SEED)
+
+    def spawn() -> Proc:
+        keep: list = []
+        _in_buffer(inputs, dev, keep)
+        return Proc(argv, buf=keep[0])
+
+    return spawn
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="", help="a problems.jsonl or KernelBench checkout (default: the bundled CPU problems)")
@@ -133,11 +200,16 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--pairs", type=int, default=6, help="pairs of processes (and single-process controls) a problem")
     ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--buffers", choices=("own", "vmm", "shared"), default="own",
+                    help="each child's inputs: its own allocations, a VMM buffer it makes, or one made here and passed, as "
+                    "the judge passes a runner its inputs")  # fmt: skip
     ap.add_argument("--out", default="")
     ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--fd", type=int, default=-1, help=argparse.SUPPRESS)
+    ap.add_argument("--nbytes", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        child(a.dataset, a.level, a.child, a.device, 1234)
+        child(a.dataset, a.level, a.child, a.device, SEED, a.buffers, a.fd, a.nbytes)
         return
     try:  # the syntax of pytest's --problems: ids and inclusive ranges
         selection = parse_id_ranges(a.problems)
@@ -145,11 +217,13 @@ def main() -> None:
         sys.exit(f"error: {exc}")
     found = {}
     for pid in sorted(selection.ids) if selection else []:
-        argv = [sys.executable, __file__, "--child", str(pid), "--dataset", a.dataset, "--level", a.level, "--device", a.device]
+        argv = [sys.executable, __file__, "--child", str(pid), "--dataset", a.dataset, "--level", a.level, "--device", a.device,
+                "--buffers", a.buffers]  # fmt: skip
+        spawn = spawner(argv, a, pid)
         rows = {"two": [], "one": []}
         for k in range(a.pairs):  # the arms alternate, so that a slow stretch of the machine hits both
-            rows["two"].append(one_pair(argv, a.rounds, same=False, b_first=k % 2 == 1))
-            rows["one"].append(one_pair(argv, a.rounds, same=True))
+            rows["two"].append(one_pair(spawn, a.rounds, same=False, b_first=k % 2 == 1))
+            rows["one"].append(one_pair(spawn, a.rounds, same=True))
         found[pid] = {"rows": rows, "two_processes": spread(rows["two"]), "one_process": spread(rows["one"])}
         two, one = json.dumps(found[pid]["two_processes"]), json.dumps(found[pid]["one_process"])
         print(pid, "two processes", two, "| one process", one, flush=True)
