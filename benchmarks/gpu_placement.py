@@ -41,16 +41,18 @@ def _in_buffer(values: list, dev, keep: list) -> list:
     """``values``' tensors copied into one VMM buffer, laid out as the judge lays out a side's inputs (``--vmm``)."""
     from pytest_kernelbench.judge.transport import SharedBuffer
 
-    padded = padded_sizes(values)
-    buf = SharedBuffer.create(sum(padded), dev)
+    buf = SharedBuffer.create(sum(padded_sizes(values)), dev)
     keep.append(buf)
-    placed, at = [], 0
-    for v, n in zip(values, padded, strict=True):
-        if hasattr(v, "data_ptr"):
-            v = buf.view(v.dtype, list(v.shape), offset=at).copy_(v)
-        placed.append(v)
+    return [w.copy_(v) if hasattr(v, "data_ptr") else v for w, v in zip(views_in(buf, values), values, strict=True)]
+
+
+def views_in(buf, values: list) -> list:
+    """Views of ``buf`` shaped as ``values``' tensors, each at its place in a side's input buffer (others as they are)."""
+    views, at = [], 0
+    for v, n in zip(values, padded_sizes(values), strict=True):
+        views.append(buf.view(v.dtype, list(v.shape), offset=at) if hasattr(v, "data_ptr") else v)
         at += n
-    return placed
+    return views
 
 
 def child(dataset: str, level: str, ids: list[int], placements: int, calls: int, warm: int, vmm: bool) -> dict:

@@ -65,23 +65,12 @@ def make_inputs(ns: dict, dev, seed: int) -> list:
         return [v.to(dev) if isinstance(v, torch.Tensor) else v for v in ns["get_inputs"]()]
 
 
-def placed(inputs: list, buf) -> list:
-    """Views of ``buf`` laid out as :func:`gpu_placement._in_buffer` lays ``inputs`` out (a buffer the parent filled)."""
-    from gpu_placement import padded_sizes
-
-    views, at = [], 0
-    for v, n in zip(inputs, padded_sizes(inputs), strict=True):
-        views.append(buf.view(v.dtype, list(v.shape), offset=at) if hasattr(v, "data_ptr") else v)
-        at += n
-    return views
-
-
 def child(dataset: str, level: str, pid: int, device: str, seed: int, buffers: str = "own", fd: int = -1, nbytes: int = 0) -> None:
     """Build the problem, warm up, then answer each ``t`` line on stdin with one call's milliseconds. ``buffers``: the
     inputs in this process's own allocations, in a VMM buffer it makes (``vmm``, as gpu_placement.py --vmm), or in one
     the parent made and filled and passed as ``fd`` (``shared``, as the judge's supervisor passes a runner its inputs)."""
     import torch
-    from gpu_placement import _in_buffer
+    from gpu_placement import _in_buffer, views_in
 
     from pytest_kernelbench.judge.transport import SharedBuffer
 
@@ -94,7 +83,7 @@ def child(dataset: str, level: str, pid: int, device: str, seed: int, buffers: s
         inputs = _in_buffer(inputs, dev, keep)
     elif buffers == "shared":
         keep.append(SharedBuffer.open(fd, nbytes, dev))
-        views = placed(inputs, keep[0])
+        views = views_in(keep[0], inputs)
         if not all(torch.equal(v, w) for v, w in zip(views, inputs, strict=True) if hasattr(v, "data_ptr")):
             sys.exit("the shared buffer does not hold the inputs this child made: its layout differs from the parent's")
         inputs = views

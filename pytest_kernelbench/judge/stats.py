@@ -271,8 +271,7 @@ def another_pair(pairs: list[PairTiming], asked: int, device: str, process_sd: f
 def _near_parity(t: PairTiming, process_sd: float) -> bool:
     """Whether one pair's speedup lies within DOUBT_Z standard deviations of 1.0: its rounds' (from their 95% interval)
     and ``process_sd`` in quadrature, as :func:`_one_pair` widens it."""
-    rounds_sd = math.log(t.hi / t.speedup) / NOISY_Z
-    return abs(math.log(t.speedup)) < DOUBT_Z * math.hypot(rounds_sd, process_sd)
+    return abs(math.log(t.speedup)) < DOUBT_Z / NOISY_Z * _widened_half(t, process_sd)
 
 
 def _says_something(t: PairTiming) -> bool:
@@ -317,8 +316,13 @@ def _one_pair(t: PairTiming, process_sd: float) -> PairTiming:
     reads the rounds' interval."""
     if not process_sd or not (0 < t.lo <= t.speedup <= t.hi < math.inf):
         return t
-    lo, hi = _around(t.speedup, math.hypot(math.log(t.hi / t.speedup), NOISY_Z * process_sd))
+    lo, hi = _around(t.speedup, _widened_half(t, process_sd))
     return PairTiming(t.speedup, lo, hi, t.noisy or _meaningless(t.speedup, lo, hi), t.capped)
+
+
+def _widened_half(t: PairTiming, process_sd: float) -> float:
+    """One pair's 95% half-width in logs, its rounds' (upper side) and ``NOISY_Z * process_sd`` in quadrature."""
+    return math.hypot(math.log(t.hi / t.speedup), NOISY_Z * process_sd)
 
 
 def combine_pairs(pairs: list[PairTiming], process_sd: float = 0.0) -> PairTiming:

@@ -608,7 +608,7 @@ class Supervisor:
         self.pair_refs.append("forked" if isinstance(self.ref.process, ForkedRunner) else "new interpreter")
         for key in ("ref", "new"):
             self.pair_samples[key] += self.samples[key]
-        process_sd = PROCESS_SD.get(self.device.type, 0.0)  # one pair: the offset its processes drew, unseen by its rounds
+        process_sd = self.process_sd  # one pair: the offset its processes drew, unseen by its rounds
         result = combine_pairs(self.pairs, process_sd)
         self.found["samples"] = {k: list(v) for k, v in self.pair_samples.items()}
         self.found["speedup"] = result.speedup
@@ -620,6 +620,11 @@ class Supervisor:
             self.found["extra"].pop("speedup_process_sd", None)
             pairs = zip(self.pairs, self.pair_refs, strict=True)
             self.found["extra"]["process_pairs"] = [{**t.to_dict(), "reference": how} for t, how in pairs]
+
+    @property
+    def process_sd(self) -> float:
+        """The offset a pair of runner processes draws on this device (:data:`stats.PROCESS_SD`)."""
+        return PROCESS_SD.get(self.device.type, 0.0)
 
     def spares_wanted(self) -> int:
         """How many reference runners to fork now for later pairs of runner processes (:func:`stats.another_pair`): where
@@ -637,7 +642,7 @@ class Supervisor:
         whole evaluation belongs to the processes (where their threads and buffers landed; on a 16-core host a reference
         judged against itself printed 1.172, every round agreeing), and only new processes draw it again. Every call of
         a new pair is checked as in the first; the candidate is loaded again from its build folder, not built again."""
-        while another_pair(self.pairs, self.cfg.process_pairs, self.device.type, PROCESS_SD.get(self.device.type, 0.0)):
+        while another_pair(self.pairs, self.cfg.process_pairs, self.device.type, self.process_sd):
             need = sum(self.status.stage_seconds.get(stage, 0.0) for stage in ("init", "time")) + PAIR_START_S
             if self.remaining() < need:  # the offset stays unknown: the speedup is not printed as a steady one
                 self.found["extra"].update(speedup_noisy=True, process_pairs_skipped=f"{self.remaining():.0f} s left of the "
