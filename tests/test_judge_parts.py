@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -118,6 +119,60 @@ def test_a_shared_buffer_maps_the_same_memory_on_both_sides():
     assert mine[0, 0].item() == -1.0
     with pytest.raises(Exception, match="does not fit"):
         made.view(torch.float32, [65])
+
+
+def _open_memfds(name: str) -> list[str]:
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
+            if os.readlink(f"/proc/self/fd/{fd}").startswith(f"/memfd:{name}"):
+                found.append(fd)
+    return found
+
+
+def test_a_runner_makes_the_buffers_it_reads_and_a_host_buffer_must_be_sealed_against_shrinking(tmp_path):
+    """H100, 2026-11-27: device memory made in another process read several percent slower for some evaluations, so a
+    runner makes its own buffers and sends their descriptors back; the supervisor maps them. A host buffer it sends
+    must be a memfd sealed against shrinking: a mapping past a truncated end would fault in the supervisor."""
+    import fcntl
+    import threading
+
+    from pytest_kernelbench.judge.runner import Runner
+    from pytest_kernelbench.judge.transport import SharedMemoryError
+
+    mine, theirs = socket.socketpair()
+    runner = Runner(Channel(theirs), tmp_path)
+    threading.Thread(target=runner.serve, daemon=True).start()
+    supervisor = Channel(mine)
+    supervisor.send(p.Setup("cpu").to_wire())
+    assert supervisor.recv(timeout=30)[0]["ok"]
+    before = len(_open_memfds("kb-shared"))
+    supervisor.send(p.MakeBuffers([5], [64]).to_wire())
+    reply, fds = supervisor.recv(timeout=30, max_fds=1)
+    assert reply["ok"] and len(fds) == 1
+    buf = SharedBuffer.open(fds[0], 64, torch.device("cpu"))
+    buf.view(torch.float32, [16]).fill_(3.0)
+    assert torch.equal(runner.buffers[5].view(torch.float32, [16]), torch.full((16,), 3.0))  # one memory, both sides
+    supervisor.send(p.Ping().to_wire())
+    assert supervisor.recv(timeout=30)[0]["ok"]  # the make request's reply is all sent and done with
+    assert len(_open_memfds("kb-shared")) == before + 2  # each side's mapping (Python's mmap keeps its own): the sent ones closed
+    supervisor.send(p.MakeBuffers([6, 7], [64]).to_wire())  # sizes and ids disagree: refused, no descriptor
+    reply, fds = supervisor.recv(timeout=30, max_fds=2)
+    assert not reply["ok"] and fds == []
+    supervisor.send(p.Exit().to_wire())
+
+    plain = os.memfd_create("plain", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(plain, 64)
+    with pytest.raises(SharedMemoryError, match="not sealed against shrinking"):
+        SharedBuffer.open(os.dup(plain), 64, torch.device("cpu"))
+    fcntl.fcntl(plain, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+    with pytest.raises(SharedMemoryError, match="bytes, 128 announced"):
+        SharedBuffer.open(os.dup(plain), 128, torch.device("cpu"))
+    assert SharedBuffer.open(plain, 64, torch.device("cpu")).nbytes == 64
+    pipe_r, pipe_w = os.pipe()
+    with pytest.raises(SharedMemoryError, match="not a sealable memfd"):
+        SharedBuffer.open(pipe_r, 64, torch.device("cpu"))
+    os.close(pipe_w)
 
 
 def test_a_seal_notices_any_change_and_a_late_write_fails_the_comparison():

@@ -209,7 +209,8 @@ def test_a_long_first_call_steps_aside_for_another_judges_timing_and_is_still_ju
         slow_done = time.monotonic()
     assert quick_result.correct and slow_result.correct, (quick_result.message, slow_result.message)
     assert slow_result.extra.get("stepped_aside", 0) >= 1  # it let the lock go while its first call ran
-    assert slow_result.stage_seconds.get("stepped_aside", 0) > 0.1  # ... stopped meanwhile, charged to no one
+    # ... stopped meanwhile, charged to no one: about the other judge's timing phase (max_time 0.2 s: 0.099-0.2 s seen)
+    assert slow_result.stage_seconds.get("stepped_aside", 0) > 0.05
     assert quick_done < slow_done - 1.0  # the other judge timed and finished while the first call was still going
     assert quick_result.stage_seconds.get("wait_lock", 0) < 3.0  # not the whole 6 s first call
 

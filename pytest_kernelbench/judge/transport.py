@@ -3,10 +3,14 @@
 * Messages are JSON objects behind a 4-byte length, over a Unix stream socket. Nothing a runner
   sends is ever unpickled; a message over ``MAX_MESSAGE`` bytes or one that is not a JSON object is
   a :class:`ProtocolError`.
-* File descriptors travel with a message (SCM_RIGHTS), supervisor -> runner only: the supervisor
-  reads with no room for descriptors, so any a runner sends are closed by the kernel.
+* File descriptors travel with a message (SCM_RIGHTS). The supervisor reads a runner's replies with
+  no room for descriptors, so any a runner sends are closed by the kernel, except the reply to a
+  request that asks for buffers: room for exactly as many as it asked.
 * Tensor memory both sides map is allocated by the supervisor (:class:`SharedBuffer`): a memfd on
-  CPU; on CUDA a VMM allocation (``cuMemCreate``) exported as a POSIX file descriptor. Legacy CUDA
+  CPU, sealed against shrinking (``open`` checks it: a runner holds a descriptor of it, and a mapping
+  past a truncated end faults in whichever process reads it); on CUDA a VMM allocation
+  (``cuMemCreate``) exported as a POSIX file descriptor, allocated while any process maps it. (With
+  ``KB_RUNNER_BUFFERS=1``, an experiment, the runner makes them and the supervisor maps them.) Legacy CUDA
   IPC (``cudaIpcGetMemHandle``, what ``torch.multiprocessing`` uses) refuses a process in another
   PID namespace, and the runner lives in its own; a VMM allocation travels as a file descriptor and
   maps in whichever process receives it. Each buffer is its own allocation: mapping one shows
@@ -19,6 +23,7 @@ this module before any candidate code exists.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import mmap
 import os
@@ -158,25 +163,33 @@ class SharedBuffer:
         self._base = mapping.tensor()
 
     @classmethod
-    def create(cls, nbytes: int, device: Any) -> SharedBuffer:
+    def create(cls, nbytes: int, device: Any, align: int = 0, pad: int = 0) -> SharedBuffer:
+        """``align``, ``pad`` (device only, bytes): the mapping's virtual-address alignment and its size's rounding unit,
+        beyond the driver's granularity (0: the granularity)."""
         if device.type == "cuda":
-            mapping, fd = _DeviceMapping.create(max(nbytes, 1), device)
+            mapping, fd = _DeviceMapping.create(max(nbytes, 1), device, align, pad)
         else:
-            fd = os.memfd_create("kb-shared", os.MFD_CLOEXEC)
+            fd = os.memfd_create("kb-shared", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.ftruncate(fd, max(nbytes, 1))
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
             mapping = _HostMapping(fd, max(nbytes, 1))
         return cls(nbytes, device, mapping, fd)
 
     @classmethod
-    def open(cls, fd: int, nbytes: int, device: Any) -> SharedBuffer:
-        """Map a received descriptor; the descriptor is closed here (the mapping keeps the memory)."""
+    def open(cls, fd: int, nbytes: int, device: Any, align: int = 0, pad: int = 0) -> SharedBuffer:
+        """Map a received descriptor (``align``, ``pad`` as the creator's); the descriptor is closed here (the mapping
+        keeps the memory)."""
         try:
             if device.type == "cuda":
-                mapping = _DeviceMapping.open(fd, max(nbytes, 1), device)
+                mapping = _DeviceMapping.open(fd, max(nbytes, 1), device, align, pad)
             else:
+                _check_sealed(fd)
                 if os.fstat(fd).st_size < max(nbytes, 1):
                     raise SharedMemoryError(f"shared buffer is {os.fstat(fd).st_size} bytes, {nbytes} announced")
-                mapping = _HostMapping(fd, max(nbytes, 1))
+                try:
+                    mapping = _HostMapping(fd, max(nbytes, 1))
+                except (OSError, ValueError) as exc:  # a memfd sealed against writing, say
+                    raise SharedMemoryError(f"shared buffer cannot be mapped read-write: {exc}") from None
         finally:
             os.close(fd)
         return cls(nbytes, device, mapping, None)
@@ -199,6 +212,16 @@ class SharedBuffer:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+def _check_sealed(fd: int) -> None:
+    """A host buffer must be a memfd sealed against shrinking: a mapping past a truncated end faults (SIGBUS)."""
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    except OSError as exc:
+        raise SharedMemoryError(f"shared buffer is not a sealable memfd ({exc.strerror})") from None
+    if not seals & fcntl.F_SEAL_SHRINK:
+        raise SharedMemoryError("shared buffer is not sealed against shrinking")
 
 
 def contiguous_strides(shape: list[int]) -> list[int]:
@@ -319,19 +342,20 @@ class _DeviceMapping:
         return prop
 
     @classmethod
-    def _rounded(cls, nbytes: int, device: Any) -> int:
+    def _rounded(cls, nbytes: int, device: Any, pad: int = 0) -> int:
         granularity = ctypes.c_size_t()
         prop = cls._prop(device)
         _check(_cuda().cuMemGetAllocationGranularity(ctypes.byref(granularity), ctypes.byref(prop),
                                                       _CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity")
         g = granularity.value
-        return (nbytes + g - 1) // g * g
+        unit = max(g, -(-pad // g) * g)
+        return (nbytes + unit - 1) // unit * unit
 
     @classmethod
-    def _map(cls, handle: int, size: int, nbytes: int, device: Any, context: int) -> _DeviceMapping:
+    def _map(cls, handle: int, size: int, nbytes: int, device: Any, context: int, align: int = 0) -> _DeviceMapping:
         cu = _cuda()
         ptr = ctypes.c_ulonglong()
-        _check(cu.cuMemAddressReserve(ctypes.byref(ptr), size, 0, 0, 0), "cuMemAddressReserve")
+        _check(cu.cuMemAddressReserve(ctypes.byref(ptr), size, align, 0, 0), "cuMemAddressReserve")
         try:
             _check(cu.cuMemMap(ptr.value, size, 0, handle, 0), "cuMemMap")
             access = _CUmemAccessDesc(_CUmemLocation(_CU_MEM_LOCATION_TYPE_DEVICE, device.index or 0),
@@ -344,10 +368,10 @@ class _DeviceMapping:
         return cls(ptr.value, size, nbytes, device, context)
 
     @classmethod
-    def create(cls, nbytes: int, device: Any) -> tuple[_DeviceMapping, int]:
+    def create(cls, nbytes: int, device: Any, align: int = 0, pad: int = 0) -> tuple[_DeviceMapping, int]:
         cu = _cuda()
         context = cls._context(device)
-        size = cls._rounded(nbytes, device)
+        size = cls._rounded(nbytes, device, pad)
         handle = ctypes.c_ulonglong()
         prop = cls._prop(device)
         _check(cu.cuMemCreate(ctypes.byref(handle), size, ctypes.byref(prop), 0), f"cuMemCreate({size} bytes)")
@@ -355,21 +379,21 @@ class _DeviceMapping:
             fd = ctypes.c_int(-1)
             _check(cu.cuMemExportToShareableHandle(ctypes.byref(fd), handle.value,
                                                    _CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), "cuMemExportToShareableHandle")
-            mapping = cls._map(handle.value, size, nbytes, device, context)
+            mapping = cls._map(handle.value, size, nbytes, device, context, align)
         finally:
             cu.cuMemRelease(handle.value)  # the mapping keeps the memory; unmapping frees it
         return mapping, fd.value
 
     @classmethod
-    def open(cls, fd: int, nbytes: int, device: Any) -> _DeviceMapping:
+    def open(cls, fd: int, nbytes: int, device: Any, align: int = 0, pad: int = 0) -> _DeviceMapping:
         cu = _cuda()
         context = cls._context(device)
-        size = cls._rounded(nbytes, device)
+        size = cls._rounded(nbytes, device, pad)
         handle = ctypes.c_ulonglong()
         _check(cu.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd),
                                                  _CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), "cuMemImportFromShareableHandle")
         try:
-            return cls._map(handle.value, size, nbytes, device, context)
+            return cls._map(handle.value, size, nbytes, device, context, align)
         finally:
             cu.cuMemRelease(handle.value)
 
