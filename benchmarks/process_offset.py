@@ -15,7 +15,12 @@ differ by themselves and no change to the judge's runners removes it (``stats.PR
 ``--buffers vmm`` puts each child's inputs in a VMM buffer it makes; ``--buffers shared`` in one this process makes,
 fills and passes by descriptor, as the judge's supervisor passes a runner its inputs (nineteenth session: a judge's
 runner lands on a fast or a slow level for a whole evaluation, `L1-33` 8.9 against 9.5 ms, which two plain processes
-with their own allocations did not show).
+with their own allocations did not show). ``--shared-mode`` varies how: ``keep`` (this process keeps its mapping, as
+the judge does), ``unmap`` (drops it once the child has mapped it), ``before`` (both buffers of a pair made before
+either child starts), ``aligned`` (every mapping 2 GiB aligned), ``child`` (each child makes its buffer and this process
+maps it, as ``KB_RUNNER_BUFFERS=1`` has the judge do). H100, `33_BatchNorm`, 4 pairs of 20 rounds (twentieth session,
+docs/timing-fidelity.md): two processes spread 2.9-5.4% with ``keep``, 3.5% ``unmap``, 3.1% ``aligned``, and 0.17%
+``before``, 0.27% ``child``, 0.34% with their own allocations.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from pytest_kernelbench.judge.stats import NOISY_Z, _half_width  # noqa: E402
 from pytest_kernelbench.problems import bundled_problems_dir, load_folder, load_source, parse_id_ranges  # noqa: E402
 
 SEED = 1234  # every child builds the same weights and inputs
+ALIGN = 2 << 30  # --shared-mode aligned: each mapping's virtual address
+MODES = ("keep", "unmap", "before", "aligned", "child")
 
 
 def find_problem(dataset: str, level: str, pid: int):
@@ -65,10 +72,13 @@ def make_inputs(ns: dict, dev, seed: int) -> list:
         return [v.to(dev) if isinstance(v, torch.Tensor) else v for v in ns["get_inputs"]()]
 
 
-def child(dataset: str, level: str, pid: int, device: str, seed: int, buffers: str = "own", fd: int = -1, nbytes: int = 0) -> None:
+def child(
+    dataset: str, level: str, pid: int, device: str, seed: int, buffers: str = "own", fd: int = -1, nbytes: int = 0, mode: str = "keep"
+) -> None:
     """Build the problem, warm up, then answer each ``t`` line on stdin with one call's milliseconds. ``buffers``: the
     inputs in this process's own allocations, in a VMM buffer it makes (``vmm``, as gpu_placement.py --vmm), or in one
-    the parent made and filled and passed as ``fd`` (``shared``, as the judge's supervisor passes a runner its inputs)."""
+    the parent made and filled and passed as ``fd`` (``shared``, as the judge's supervisor passes a runner its inputs;
+    with ``mode`` ``child`` this process makes it and the parent maps it, ``aligned`` maps it 2 GiB aligned)."""
     import torch
     from gpu_placement import _in_buffer, views_in
 
@@ -79,10 +89,12 @@ def child(dataset: str, level: str, pid: int, device: str, seed: int, buffers: s
     torch.manual_seed(seed)
     model = ns["Model"](*ns["get_init_inputs"]()).to(dev)
     inputs, keep = make_inputs(ns, dev, seed), []
-    if buffers == "vmm":
+    if buffers == "vmm" or (buffers == "shared" and mode == "child"):
         inputs = _in_buffer(inputs, dev, keep)
+        if buffers == "shared":
+            print(f"fd {keep[0].fd} {keep[0].nbytes}", flush=True)
     elif buffers == "shared":
-        keep.append(SharedBuffer.open(fd, nbytes, dev))
+        keep.append(SharedBuffer.open(fd, nbytes, dev, align=ALIGN if mode == "aligned" else 0))
         views = views_in(keep[0], inputs)
         if not all(torch.equal(v, w) for v, w in zip(views, inputs, strict=True) if hasattr(v, "data_ptr")):
             sys.exit("the shared buffer does not hold the inputs this child made: its layout differs from the parent's")
@@ -103,14 +115,22 @@ def child(dataset: str, level: str, pid: int, device: str, seed: int, buffers: s
 
 
 class Proc:
-    def __init__(self, argv: list[str], buf=None):
-        """A child started with ``argv``; ``buf``: a shared buffer of its inputs, made here and passed by descriptor."""
+    def __init__(self, argv: list[str], buf=None, mode: str = "keep", dev=None):
+        """A child started with ``argv``; ``buf``: a shared buffer of its inputs, made here and passed by descriptor
+        (``mode`` ``unmap``: dropped here once the child has mapped it; ``child``: the child makes it and this process
+        maps it, through pidfd_getfd)."""
         self.buf = buf  # kept until the child has mapped it (close)
         extra = ["--fd", str(buf.fd), "--nbytes", str(buf.nbytes)] if buf else []
         self.p = subprocess.Popen(argv + extra, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                   pass_fds=[buf.fd] if buf else ())  # fmt: skip
-        if self.p.stdout.readline().strip() != "ready":
+        line = self.p.stdout.readline().split()
+        if mode == "child" and line[:1] == ["fd"]:
+            self.buf = _take_buffer(self.p.pid, int(line[1]), int(line[2]), dev)
+            line = self.p.stdout.readline().split()
+        if line != ["ready"]:
             sys.exit(f"a child did not start: {argv}")
+        if mode == "unmap":
+            self.buf = None
         os.kill(self.p.pid, signal.SIGSTOP)
 
     def time(self) -> float:
@@ -129,9 +149,27 @@ class Proc:
         self.p.wait(timeout=60)
 
 
+def _take_buffer(pid: int, fd: int, nbytes: int, dev):
+    """Map the VMM buffer a child made, duplicating its descriptor with pidfd_getfd (Linux 5.6)."""
+    import ctypes
+
+    from pytest_kernelbench.judge.transport import SharedBuffer
+
+    pidfd = os.pidfd_open(pid)
+    try:
+        mine = ctypes.CDLL(None, use_errno=True).syscall(438, pidfd, fd, 0)  # SYS_pidfd_getfd
+    finally:
+        os.close(pidfd)
+    if mine < 0:
+        sys.exit(f"pidfd_getfd failed: {os.strerror(ctypes.get_errno())}")
+    return SharedBuffer.open(mine, nbytes, dev)
+
+
 def one_pair(spawn: Callable[[], Proc], rounds: int, same: bool, b_first: bool = False) -> dict:
     """``rounds`` rounds of one call a side, the first side alternating; ``same``: one process plays both sides;
     ``b_first``: side b's process is started first (the judge starts the reference's runner before the candidate's)."""
+    if not same and hasattr(spawn, "prepare"):
+        spawn.prepare(2)  # --shared-mode before: both buffers made before either child starts
     if same:
         a = b = spawn()
     elif b_first:
@@ -164,20 +202,42 @@ def spread(rows: list[dict]) -> dict:
 
 def spawner(argv: list[str], a: argparse.Namespace, pid: int) -> Callable[[], Proc]:
     """How to start one child: with ``--buffers shared``, each gets a new shared buffer of the problem's inputs, made and
-    filled here (this process then holds a CUDA context, as the judge's supervisor does)."""
+    filled here (this process then holds a CUDA context, as the judge's supervisor does), as ``--shared-mode`` says."""
     if a.buffers != "shared":
         return lambda: Proc(argv)
     import torch
     from gpu_placement import _in_buffer
 
     dev = torch.device(a.device)
+    torch.zeros(1, device=dev)  # this process's context, as the supervisor's
+    if a.shared_mode == "child":
+        return lambda: Proc(argv, mode="child", dev=dev)
     inputs = make_inputs(load(a.dataset, a.level, pid), dev, SEED)
+    ready: list = []
+
+    def make():
+        keep: list = []
+        if a.shared_mode == "aligned":
+            from gpu_placement import padded_sizes, views_in
+
+            from pytest_kernelbench.judge.transport import SharedBuffer
+
+            keep.append(SharedBuffer.create(sum(padded_sizes(inputs)), dev, align=ALIGN))
+            for w, v in zip(views_in(keep[0], inputs), inputs, strict=True):
+                if hasattr(v, "data_ptr"):
+                    w.copy_(v)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+        else:
+            _in_buffer(inputs, dev, keep)
+        return keep[0]
 
     def spawn() -> Proc:
-        keep: list = []
-        _in_buffer(inputs, dev, keep)
-        return Proc(argv, buf=keep[0])
+        return Proc(argv, buf=ready.pop(0) if ready else make(), mode=a.shared_mode)
 
+    spawn.prepare = lambda n: ready.extend(make() for _ in range(n))  # type: ignore[attr-defined]
+    if a.shared_mode != "before":
+        del spawn.prepare  # type: ignore[attr-defined]
     return spawn
 
 
@@ -192,13 +252,17 @@ def main() -> None:
     ap.add_argument("--buffers", choices=("own", "vmm", "shared"), default="own",
                     help="each child's inputs: its own allocations, a VMM buffer it makes, or one made here and passed, as "
                     "the judge passes a runner its inputs")  # fmt: skip
+    ap.add_argument("--shared-mode", choices=MODES, default="keep",
+                    help="with --buffers shared: keep this process's mapping (the judge), drop it once the child has "
+                    "mapped it (unmap), make both buffers before either child starts (before), map them 2 GiB aligned "
+                    "(aligned), or let each child make its buffer and map it here (child)")  # fmt: skip
     ap.add_argument("--out", default="")
     ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--fd", type=int, default=-1, help=argparse.SUPPRESS)
     ap.add_argument("--nbytes", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        child(a.dataset, a.level, a.child, a.device, SEED, a.buffers, a.fd, a.nbytes)
+        child(a.dataset, a.level, a.child, a.device, SEED, a.buffers, a.fd, a.nbytes, a.shared_mode)
         return
     try:  # the syntax of pytest's --problems: ids and inclusive ranges
         selection = parse_id_ranges(a.problems)
@@ -207,7 +271,7 @@ def main() -> None:
     found = {}
     for pid in sorted(selection.ids) if selection else []:
         argv = [sys.executable, __file__, "--child", str(pid), "--dataset", a.dataset, "--level", a.level, "--device", a.device,
-                "--buffers", a.buffers]  # fmt: skip
+                "--buffers", a.buffers, "--shared-mode", a.shared_mode]  # fmt: skip
         spawn = spawner(argv, a, pid)
         rows = {"two": [], "one": []}
         for k in range(a.pairs):  # the arms alternate, so that a slow stretch of the machine hits both
