@@ -1,7 +1,8 @@
-"""Shrinks every shared buffer its runner holds a descriptor of (Python's mmap keeps one) to nothing, each time it has
-copied an answer into its output slot: a host mapping past a truncated end faults (SIGBUS) in whichever process reads
-it next, and the next to read is the supervisor, sealing and comparing that answer. The buffers are sealed against
-shrinking: the truncation fails, and the candidate is judged as the correct one it is.
+"""Shrinks every shared buffer its runner holds a descriptor of (Python's mmap keeps one) to nothing, once it has
+copied an answer into its output slot, in its first calls (the correctness trials: untimed, so that the scan is not
+work the wall clock sees): a host mapping past a truncated end faults (SIGBUS) in whichever process reads it next, and
+the next to read is the supervisor, sealing and comparing that answer. The buffers are sealed against shrinking: the
+truncation fails, and the candidate is judged as the correct one it is.
 """
 # judge: correct
 import os
@@ -21,11 +22,13 @@ def _shrink_all():
 
 
 def _patch(cls):
-    deliver = cls.deliver
+    deliver, calls = cls.deliver, []
 
     def deliver_then_shrink(self, *args, **kwargs):
         said = deliver(self, *args, **kwargs)
-        _shrink_all()
+        calls.append(1)
+        if len(calls) <= 2:
+            _shrink_all()
         return said
 
     cls.deliver = deliver_then_shrink
