@@ -18,7 +18,7 @@ runner lands on a fast or a slow level for a whole evaluation, `L1-33` 8.9 again
 with their own allocations did not show). ``--shared-mode`` varies how: ``keep`` (this process keeps its mapping, as
 the judge does), ``unmap`` (drops it once the child has mapped it), ``before`` (both buffers of a pair made before
 either child starts), ``aligned`` (every mapping 2 GiB aligned), ``child`` (each child makes its buffer and this process
-maps it, as ``KB_RUNNER_BUFFERS=1`` has the judge do). H100, `33_BatchNorm`, 4 pairs of 20 rounds (twentieth session,
+maps it). H100, `33_BatchNorm`, 4 pairs of 20 rounds (twentieth session,
 docs/timing-fidelity.md): two processes spread 2.9-5.4% with ``keep``, 3.5% ``unmap``, 3.1% ``aligned``, and 0.17%
 ``before``, 0.27% ``child``, 0.34% with their own allocations.
 """

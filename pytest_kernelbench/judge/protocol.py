@@ -7,7 +7,7 @@ supervisor turns into the current stage's failure.
 Values crossing the boundary are trees (``Node``):
 
 * ``{"t": {"buf": ID, "dtype": "float32", "shape": [...], "stride": [...], "offset": BYTES}}``: a
-  tensor in shared buffer ``ID`` (mapped earlier with :class:`MapBuffers`, or made with :class:`MakeBuffers`);
+  tensor in shared buffer ``ID`` (mapped earlier with :class:`MapBuffers`);
 * ``{"v": VALUE}``: a JSON value (int, float, bool, str, None);
 * ``{"seq": [NODE, ...], "tuple": BOOL}``, ``{"map": [[KEY, NODE], ...]}``: containers.
 
@@ -62,18 +62,6 @@ class MapBuffers(Request):
     """Map shared buffers; their file descriptors come with the message, in order. Reply: :class:`Done`."""
 
     kind: ClassVar[str] = "map"
-    ids: list[int]
-    nbytes: list[int]
-
-
-@dataclasses.dataclass
-class MakeBuffers(Request):
-    """Make shared buffers of these sizes, keep them mapped, and send their file descriptors back with the reply, in
-    order, for the supervisor to map (``KB_RUNNER_BUFFERS=1``, an experiment: a device buffer made by another process
-    read several percent slower for some plain processes, H100, ``benchmarks/process_offset.py --shared-mode``).
-    Reply: :class:`Done`, with the descriptors."""
-
-    kind: ClassVar[str] = "make"
     ids: list[int]
     nbytes: list[int]
 
@@ -169,7 +157,7 @@ class Exit(Request):
     kind: ClassVar[str] = "exit"
 
 
-REQUESTS: dict[str, type[Request]] = {cls.kind: cls for cls in (Setup, MapBuffers, MakeBuffers, UnmapBuffers, Load, Init, Call, Calls,
+REQUESTS: dict[str, type[Request]] = {cls.kind: cls for cls in (Setup, MapBuffers, UnmapBuffers, Load, Init, Call, Calls,
                                                                  Trace, Profile, Release, Ping, Exit)}
 
 

@@ -150,7 +150,6 @@ class Runner:
         self.model: Any = None
         self.compile_mode = ""
         self.scrub_outputs = False
-        self.made: list[SharedBuffer] = []  # buffers made for this request, their descriptors sent with its reply
         self.unscrubbed: list[Any] = []  # the reference's last outputs, overwritten when the next request comes (scrub_pending)
         self.graph: Callable[[], Any] | None = None
         self.graph_error = ""
@@ -183,13 +182,7 @@ class Runner:
                 answer = getattr(self, f"on_{request.kind}")(request, fds)
             except BaseException as exc:  # the model's exceptions, SystemExit and KeyboardInterrupt included
                 answer = p.error_reply(exc_text(exc))
-            made, self.made = self.made, []
-            try:
-                self.channel.send(answer, [b.fd for b in made] if answer.get("ok") else [])
-            finally:
-                for buf in made:
-                    buf.close_fd()
-                made.clear()
+            self.channel.send(answer)
 
     # -------------------------------------------------------------- requests
 
@@ -215,18 +208,6 @@ class Runner:
         for buf_id, nbytes, fd in zip(req.ids, req.nbytes, fds, strict=True):
             self.buffers[buf_id] = SharedBuffer.open(fd, nbytes, self.device)
         self.graph = None  # a captured graph reads the buffers it was captured with
-        return p.reply(p.Done)
-
-    def on_make(self, req: p.MakeBuffers, fds: list[int]) -> dict[str, Any]:
-        """New buffers made here, where they are read (the supervisor maps them from the descriptors the reply carries)."""
-        for fd in fds:
-            os.close(fd)
-        if len(req.nbytes) != len(req.ids):
-            return p.error_reply(f"{len(req.nbytes)} sizes for {len(req.ids)} buffers")
-        for buf_id, nbytes in zip(req.ids, req.nbytes, strict=True):
-            self.made.append(SharedBuffer.create(nbytes, self.device))
-            self.buffers[buf_id] = self.made[-1]
-        self.graph = None
         return p.reply(p.Done)
 
     def on_unmap(self, req: p.UnmapBuffers, fds: list[int]) -> dict[str, Any]:

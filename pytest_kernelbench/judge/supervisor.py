@@ -77,7 +77,7 @@ from .sandbox import (
     tree_cpu_seconds,
 )
 from .stats import PROCESS_SD, SPARE_PAIRS, PairTiming, Stopper, WallCheck, another_pair, combine_pairs, speedup_interval, wall_check
-from .transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer, SharedMemoryError, contiguous_strides
+from .transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer, contiguous_strides
 
 if TYPE_CHECKING:
     from ..build.pch import Requests
@@ -870,9 +870,8 @@ class Supervisor:
         return worst
 
     def ask(self, side: Side, request: p.Request, kind: type[p.Reply], *, label: str = "", fail_ok: bool = False,
-            fds: list[int] | None = None, stop: bool = True, received: list[int] | None = None) -> Any:  # fmt: skip
-        """Send a request and wait for its checked reply; any failure becomes the stage's verdict. ``received``: room for
-        as many descriptors as the request asks buffers (:class:`p.MakeBuffers`), which the reply's come into."""
+            fds: list[int] | None = None, stop: bool = True) -> Any:  # fmt: skip
+        """Send a request and wait for its checked reply; any failure becomes the stage's verdict."""
         stage = self.status.stage
         deadline = time.monotonic() + (self.cfg.setup_timeout if side.trusted else self.remaining())
         where = f"{label}: " if label else ""
@@ -880,8 +879,7 @@ class Supervisor:
         side.asked = True
         try:
             side.channel.send(request.to_wire(), fds or [])
-            room = len(request.ids) if received is not None and isinstance(request, p.MakeBuffers) else 0
-            reply = p.parse_reply(self.wait(side, deadline, received, room), kind)
+            reply = p.parse_reply(self.wait(side, deadline), kind)
         except (ChannelTimeout, TimeoutError):
             raise self.timed_out(side, stage) from None
         except (ChannelClosed, BrokenPipeError, ConnectionResetError):
@@ -894,7 +892,7 @@ class Supervisor:
             raise self.failure(side, stage, where + reply.error)
         return reply
 
-    def wait(self, side: Side, deadline: float, received: list[int] | None = None, room: int = 0) -> dict[str, Any]:
+    def wait(self, side: Side, deadline: float) -> dict[str, Any]:
         limit = self.cfg.max_memory_gb * 2**30
         running = time.monotonic()  # since when the side has run uninterrupted
         while True:
@@ -914,9 +912,7 @@ class Supervisor:
             poll = POLL_BUILD if side.name == "build" else POLL_SHARED if self._sharing else POLL
             ready, _, _ = select.select([side.channel.sock], [], [], min(poll, left))
             if ready:
-                message, fds = side.channel.recv(timeout=max(left, 5.0), max_fds=room)
-                if received is not None:
-                    received.extend(fds)
+                message, _ = side.channel.recv(timeout=max(left, 5.0))
                 return message
             if limit and not side.trusted and side.process.rss_bytes() > limit:
                 raise self.failure(side, self.status.stage,
@@ -977,36 +973,15 @@ class Supervisor:
         return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
 
     def share(self, side: Side, nbytes: int) -> tuple[int, SharedBuffer]:
-        """A new shared buffer, made here and mapped by the side's runner before this returns. ``KB_RUNNER_BUFFERS=1``
-        (an experiment, not the default): the runner makes it and this process maps it, as device memory made in
-        another process read slower for some plain processes (H100, docs/timing-fidelity.md; with four judges at once
-        it ran the device out of memory, not yet understood)."""
-        [buf_id] = side.new_ids(1)
-        if os.environ.get("KB_RUNNER_BUFFERS", "0") == "1":
-            side.buffers[buf_id] = self.runner_made(side, buf_id, nbytes)
-            return buf_id, side.buffers[buf_id]
+        """A new shared buffer, mapped by the side's runner before this returns."""
         buf = SharedBuffer.create(nbytes, self.device)
+        [buf_id] = side.new_ids(1)
         try:
             self.ask(side, p.MapBuffers([buf_id], [nbytes]), p.Done, fds=[buf.fd])
         finally:
             buf.close_fd()
         side.buffers[buf_id] = buf
         return buf_id, buf
-
-    def runner_made(self, side: Side, buf_id: int, nbytes: int) -> SharedBuffer:
-        """A buffer the side's runner makes (:class:`p.MakeBuffers`), mapped here from the descriptor its reply carries;
-        one that cannot be (a host buffer not sealed against shrinking, a wrong size) fails the stage."""
-        fds: list[int] = []
-        try:
-            self.ask(side, p.MakeBuffers([buf_id], [nbytes]), p.Done, received=fds)
-            if len(fds) != 1:
-                raise self.failure(side, self.status.stage, f"the runner sent {len(fds)} descriptors for one buffer")
-            return SharedBuffer.open(fds.pop(), nbytes, self.device)
-        except SharedMemoryError as exc:
-            raise self.failure(side, self.status.stage, f"the runner's shared buffer cannot be mapped: {exc}") from None
-        finally:
-            for fd in fds:
-                os.close(fd)
 
     def encode(self, side: Side, values: list[Any]) -> CallSet:
         """``values`` copied into a new shared buffer of ``side``: the nodes naming them, and their views here."""

@@ -3,14 +3,12 @@
 * Messages are JSON objects behind a 4-byte length, over a Unix stream socket. Nothing a runner
   sends is ever unpickled; a message over ``MAX_MESSAGE`` bytes or one that is not a JSON object is
   a :class:`ProtocolError`.
-* File descriptors travel with a message (SCM_RIGHTS). The supervisor reads a runner's replies with
-  no room for descriptors, so any a runner sends are closed by the kernel, except the reply to a
-  request that asks for buffers: room for exactly as many as it asked.
+* File descriptors travel with a message (SCM_RIGHTS), supervisor -> runner only: the supervisor
+  reads with no room for descriptors, so any a runner sends are closed by the kernel.
 * Tensor memory both sides map is allocated by the supervisor (:class:`SharedBuffer`): a memfd on
   CPU, sealed against shrinking (``open`` checks it: a runner holds a descriptor of it, and a mapping
   past a truncated end faults in whichever process reads it); on CUDA a VMM allocation
-  (``cuMemCreate``) exported as a POSIX file descriptor, allocated while any process maps it. (With
-  ``KB_RUNNER_BUFFERS=1``, an experiment, the runner makes them and the supervisor maps them.) Legacy CUDA
+  (``cuMemCreate``) exported as a POSIX file descriptor, allocated while any process maps it. Legacy CUDA
   IPC (``cudaIpcGetMemHandle``, what ``torch.multiprocessing`` uses) refuses a process in another
   PID namespace, and the runner lives in its own; a VMM allocation travels as a file descriptor and
   maps in whichever process receives it. Each buffer is its own allocation: mapping one shows
