@@ -19,7 +19,7 @@ with their own allocations did not show). ``--shared-mode`` varies how: ``keep``
 the judge does), ``unmap`` (drops it once the child has mapped it), ``before`` (both buffers of a pair made before
 either child starts), ``aligned`` (every mapping 2 GiB aligned), ``child`` (each child makes its buffer and this process
 maps it). H100, `33_BatchNorm`, 4 pairs of 20 rounds (twentieth session,
-docs/timing-fidelity.md): two processes spread 2.9-5.4% with ``keep``, 3.5% ``unmap``, 3.1% ``aligned``, and 0.17%
+docs/timing-fidelity.md): two processes spread 2.9-5.4% with ``keep``, 3.6% ``unmap``, 3.1% ``aligned``, and 0.17%
 ``before``, 0.27% ``child``, 0.34% with their own allocations.
 """
 
