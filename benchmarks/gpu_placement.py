@@ -37,11 +37,12 @@ def padded_sizes(values: list) -> list[int]:
     return [-(-v.numel() * v.element_size() // BUFFER_ALIGN) * BUFFER_ALIGN if hasattr(v, "data_ptr") else 0 for v in values]
 
 
-def _in_buffer(values: list, dev, keep: list) -> list:
-    """``values``' tensors copied into one VMM buffer, laid out as the judge lays out a side's inputs (``--vmm``)."""
+def _in_buffer(values: list, dev, keep: list, align: int = 0, pad: int = 0) -> list:
+    """``values``' tensors copied into one VMM buffer, laid out as the judge lays out a side's inputs (``--vmm``);
+    ``align``, ``pad``: its mapping's address alignment and size rounding (``SharedBuffer.create``)."""
     from pytest_kernelbench.judge.transport import SharedBuffer
 
-    buf = SharedBuffer.create(sum(padded_sizes(values)), dev)
+    buf = SharedBuffer.create(sum(padded_sizes(values)), dev, align=align, pad=pad)
     keep.append(buf)
     return [w.copy_(v) if hasattr(v, "data_ptr") else v for w, v in zip(views_in(buf, values), values, strict=True)]
 

@@ -58,16 +58,13 @@ def fragment(gib: float, dev) -> list:
 
 def make_set(base: list, dev, layout: tuple[int, int] | None, keep: list) -> list:
     import torch
-    from gpu_placement import padded_sizes, views_in
-
-    from pytest_kernelbench.judge.transport import SharedBuffer
+    from gpu_placement import _in_buffer
 
     if layout is None:
         return [v.clone() if isinstance(v, torch.Tensor) else v for v in base]
-    buf = SharedBuffer.create(sum(padded_sizes(base)), dev, align=layout[0], pad=layout[1])
-    buf.close_fd()
-    keep.append(buf)
-    return [w.copy_(v) if hasattr(v, "data_ptr") else v for w, v in zip(views_in(buf, base), base, strict=True)]
+    views = _in_buffer(base, dev, keep, align=layout[0], pad=layout[1])
+    keep[-1].close_fd()
+    return views
 
 
 def child(a: argparse.Namespace, ids: list[int]) -> dict:

@@ -217,19 +217,9 @@ def spawner(argv: list[str], a: argparse.Namespace, pid: int) -> Callable[[], Pr
 
     def make():
         keep: list = []
-        if a.shared_mode == "aligned":
-            from gpu_placement import padded_sizes, views_in
-
-            from pytest_kernelbench.judge.transport import SharedBuffer
-
-            keep.append(SharedBuffer.create(sum(padded_sizes(inputs)), dev, align=ALIGN))
-            for w, v in zip(views_in(keep[0], inputs), inputs, strict=True):
-                if hasattr(v, "data_ptr"):
-                    w.copy_(v)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-        else:
-            _in_buffer(inputs, dev, keep)
+        _in_buffer(inputs, dev, keep, align=ALIGN if a.shared_mode == "aligned" else 0)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)  # the copies are done before a child reads the buffer
         return keep[0]
 
     def spawn() -> Proc:
