@@ -20,7 +20,11 @@ the judge does), ``unmap`` (drops it once the child has mapped it), ``before`` (
 either child starts), ``aligned`` (every mapping 2 GiB aligned), ``child`` (each child makes its buffer and this process
 maps it). H100, `33_BatchNorm`, 4 pairs of 20 rounds (twentieth session,
 docs/timing-fidelity.md): two processes spread 2.9-5.4% with ``keep``, 3.6% ``unmap``, 3.1% ``aligned``, and 0.17%
-``before``, 0.27% ``child``, 0.34% with their own allocations.
+``before``, 0.27% ``child``, 0.34% with their own allocations. ``--layout fixed`` starts every child without
+address-space randomisation and with one string-hash seed; ``--pin CORES`` binds every child to the same cores, as the
+judge binds both runners of a GPU timing phase to one (``judge/cores.py``). H100, four pairs of 30 rounds, their own
+allocations (twenty-first session): `12_Matmul_with_diagonal_matrices_` spread 2.8-19.7% as started, 13% with the layout
+fixed, 1.0-2.6% on one core; `95_CrossEntropyLoss` 2.2-3.0%, 1.6-2.3%, 0.4-0.5%.
 """
 
 from __future__ import annotations
@@ -114,15 +118,24 @@ def child(
         print(f"{call():.6f}", flush=True)
 
 
+FIXED_LAYOUT = ["setarch", os.uname().machine, "--addr-no-randomize"]  # --layout fixed: no ASLR ...
+FIXED_ENV = {"PYTHONHASHSEED": "0"}  # ... and one string-hash seed, so that both children lay out their memory alike
+
+
 class Proc:
+    layout = "random"
+    pin: set[int] = set()  # --pin: the cores every child runs on (both sides of a pair the same ones)
+
     def __init__(self, argv: list[str], buf=None, mode: str = "keep", dev=None):
         """A child started with ``argv``; ``buf``: a shared buffer of its inputs, made here and passed by descriptor
         (``mode`` ``unmap``: dropped here once the child has mapped it; ``child``: the child makes it and this process
         maps it, through pidfd_getfd)."""
         self.buf = buf  # kept until the child has mapped it (close)
         extra = ["--fd", str(buf.fd), "--nbytes", str(buf.nbytes)] if buf else []
-        self.p = subprocess.Popen(argv + extra, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                  pass_fds=[buf.fd] if buf else ())  # fmt: skip
+        fixed = self.layout == "fixed"
+        self.p = subprocess.Popen((FIXED_LAYOUT if fixed else []) + argv + extra, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True, pass_fds=[buf.fd] if buf else (), env={**os.environ, **FIXED_ENV} if fixed else None,
+                                  preexec_fn=(lambda: os.sched_setaffinity(0, self.pin)) if self.pin else None)  # fmt: skip
         line = self.p.stdout.readline().split()
         if mode == "child" and line[:1] == ["fd"]:
             self.buf = _take_buffer(self.p.pid, int(line[1]), int(line[2]), dev)
@@ -246,11 +259,18 @@ def main() -> None:
                     help="with --buffers shared: keep this process's mapping (the judge), drop it once the child has "
                     "mapped it (unmap), make both buffers before either child starts (before), map them 2 GiB aligned "
                     "(aligned), or let each child make its buffer and map it here (child)")  # fmt: skip
+    ap.add_argument("--layout", choices=("random", "fixed"), default="random",
+                    help="fixed: children start without address-space randomisation and with PYTHONHASHSEED=0, so that "
+                    "two processes lay out their memory alike (random: as any process starts)")  # fmt: skip
+    ap.add_argument("--pin", default="", help="cores (e.g. 3 or 2,3) that every child is bound to: both sides of a pair "
+                    "then run on the same ones, as they take turns")  # fmt: skip
     ap.add_argument("--out", default="")
     ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--fd", type=int, default=-1, help=argparse.SUPPRESS)
     ap.add_argument("--nbytes", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    Proc.layout = a.layout
+    Proc.pin = {int(c) for c in a.pin.split(",") if c.strip()}
     if a.child:
         child(a.dataset, a.level, a.child, a.device, SEED, a.buffers, a.fd, a.nbytes, a.shared_mode)
         return

@@ -154,6 +154,23 @@ def test_work_on_a_side_stream_is_inside_the_measurement():
     assert result.extra["min_free_gib_at_lock"] > 0
 
 
+def test_both_runners_time_on_one_core_and_a_candidate_that_leaves_it_is_bound_back():
+    import os
+
+    from pytest_kernelbench.judge.cores import timing_core
+
+    honest = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120))
+    _, leaver = _gpu_judge("leaves_the_timing_core")
+    if timing_core(0) is None:
+        pytest.skip(f"{len(os.sched_getaffinity(0))} cores: no core is set aside for timing")
+    for result in (honest, leaver):
+        assert result.outcome is Outcome.CORRECT, result.message
+        core = result.extra["timing_core"]
+        assert core["core"] == timing_core(0) and core["threads"] >= 2, core  # at least each runner's main thread
+    assert honest.extra["timing_core"]["moved_back"] == 0, honest.extra["timing_core"]
+    assert leaver.extra["timing_core"]["moved_back"] >= leaver.new.rounds, leaver.extra["timing_core"]  # each round, its threads
+
+
 def test_illegal_memory_access_is_a_result_and_the_next_candidate_starts_clean():
     _, bad = _gpu_judge("illegal_address")
     assert bad.outcome is Outcome.RUNTIME_ERROR, bad.message

@@ -524,3 +524,31 @@ def test_a_process_tree_stops_as_one_forks_and_threads_included_and_continues():
         tree.close()
         kill_tree(proc.pid)
         proc.wait(5)
+
+
+def test_a_gpu_timing_core_is_one_per_device_and_none_on_a_small_machine():
+    from pytest_kernelbench.judge.cores import MIN_CORES, timing_core
+
+    assert timing_core(0, set(range(MIN_CORES - 1))) is None
+    assert timing_core(0, {0, 1, 2, 5, 7}) == 7 and timing_core(1, {0, 1, 2, 5, 7}) == 5
+    assert timing_core(0, set()) is None
+
+
+def test_binding_moves_every_thread_of_a_process_and_counts_those_it_moved_back():
+    from pytest_kernelbench.judge.cores import allowed, bind, cores_of
+
+    code = ("import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+            "print('ready', flush=True)\ntime.sleep(30)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        everywhere, one = allowed(), {min(allowed())}
+        assert bind([proc.pid], one) == (4, 4 if len(everywhere) > 1 else 0)  # the main thread and its three
+        assert cores_of(proc.pid) == [one] * 4
+        os.sched_setaffinity(proc.pid, everywhere)  # one thread moves itself elsewhere, as a candidate may
+        assert bind([proc.pid], one) == (4, 1 if len(everywhere) > 1 else 0)
+        assert bind([proc.pid, 2**22 + 7], everywhere)[0] == 4  # a process that is gone is skipped
+        assert cores_of(proc.pid) == [everywhere] * 4
+    finally:
+        proc.kill()
+        proc.wait()

@@ -51,7 +51,7 @@ from filelock import Timeout
 
 from ..candidates import builds_cuda_extension, builds_extension
 from ..config import compile_mode
-from . import fused
+from . import cores, fused
 from . import protocol as p
 from .assignment import Assignment, describe_exit, read_tail
 from .compare import Sealer, compare_chunked, compare_tensors, digest_value, flatten, values_equal
@@ -68,6 +68,7 @@ from .sandbox import (
     SandboxInfo,
     SandboxUnavailable,
     become_subreaper,
+    descendants,
     freeze_tree,
     kill_tree,
     resolve,
@@ -218,6 +219,7 @@ class Supervisor:
         self._quiet_s: float | None = None  # a probe kernel's round trip on a quiet GPU
         self._sharing = False  # in a shared device phase: other judges' work is on the GPU too
         self._lock: Any = None  # the device lock of the phase held now (step_aside lets it go and takes it again)
+        self._core: set[int] | None = None  # in a GPU time phase: the one core both runners are bound to (on_timing_core)
         self.samples: dict[str, list[float]] = {"ref": [], "new": []}  # the runners' claims, ms
         self.walls: dict[str, list[float]] = {"ref": [], "new": []}  # the supervisor's own clock, ms
         self.source = Path(spec.candidate_path).read_text()
@@ -529,7 +531,7 @@ class Supervisor:
         the timed calls :meth:`check_timed_call` picks are checked. A batch whose times the supervisor's clock
         does not vouch for is timed again, and the candidate is rejected only when the second batch, too, fails
         (an honest candidate's overhead is noise, a cheat's is there every time: docs/judge.md)."""
-        with self.device_phase("time"):
+        with self.device_phase("time"), self.on_timing_core():
             with self.split("time.settle"):
                 self.settle()
             graph = self.cfg.timer == "cuda-graph" and self.device.type == "cuda"
@@ -784,11 +786,41 @@ class Supervisor:
 
     def freeze(self, side: Side) -> None:
         """Stop the candidate's process tree (the reference's is trusted and waits on its socket: stopping
-        it would only cost time, 1-2 ms a call on the H100)."""
+        it would only cost time, 1-2 ms a call on the H100); in a GPU time phase, bind its threads to the timing core
+        again (:meth:`on_timing_core`: one it moved elsewhere during its call, or started, is moved back)."""
         if not side.trusted and side.process.poll() is None and not side.frozen:
             side.tree = side.tree or ProcessTree(side.process.pid)
             side.tree.freeze()
             side.frozen = True
+            if self._core is not None:
+                moved = cores.bind(side.tree.members, self._core)[1]
+                self.found["extra"]["timing_core"]["moved_back"] += moved
+
+    @contextlib.contextmanager
+    def on_timing_core(self) -> Iterator[None]:
+        """On a GPU, both runners bound to one core for the time phase (:mod:`.cores`: how fast a process dispatches
+        a call depends on the core it landed on, and a short call's event window holds its dispatch), and back to this
+        process's cores after it. ``KB_TIMING_CORE=0``: left where they are."""
+        core = cores.timing_core(self.cfg.device_index) if self.device.type == "cuda" else None
+        if core is None or os.environ.get("KB_TIMING_CORE", "1") == "0":
+            yield
+            return
+        self._core = {core}
+        record = self.found["extra"].setdefault("timing_core", {"core": core, "threads": 0, "moved_back": 0})  # all pairs'
+        record["threads"] += self.bind_runners(self._core)
+        try:
+            yield
+        finally:
+            self._core = None
+            self.bind_runners(cores.allowed())
+
+    def bind_runners(self, to: set[int]) -> int:
+        """Bind every thread of both runners' process trees to ``to``; returns how many there were."""
+        bound = 0
+        for side in (self.ref, self.new):
+            if side is not None and side.process.poll() is None:
+                bound += cores.bind([side.process.pid, *descendants(side.process.pid)], to)[0]
+        return bound
 
     def thaw(self, side: Side) -> None:
         if side.frozen and side.tree is not None:
