@@ -461,3 +461,17 @@ def test_a_random_subset_of_timed_calls_is_checked_and_still_catches_a_candidate
     cheat = evaluate(tiny_problem(), Candidate(source.replace("self.calls > 5", "self.calls > 7"), "", "wrong-when-timed"), subset)
     assert cheat.outcome is Outcome.INCORRECT, cheat.message  # unseen only if no timed call is checked: never (>= 4 are)
     assert "timed call" in cheat.message
+
+
+def test_openmp_binding_in_the_users_environment_reaches_no_judge_process(monkeypatch):
+    """Clusters often set OMP_PROC_BIND and OMP_PLACES. With them, the bundled references judged against themselves came
+    out at 0.52-0.95 on the 2-vCPU machine, every one with the candidate's side slower (docs/performance.md); every
+    judge process now starts with OMP_PROC_BIND=false (sandbox.TIMING_ENV)."""
+    from pytest_kernelbench.problems import bundled_problems_dir, load_folder
+
+    monkeypatch.setenv("OMP_PROC_BIND", "true")
+    monkeypatch.setenv("OMP_PLACES", "cores")
+    problem = next(p for p in load_folder(bundled_problems_dir() / "mini", "mini") if p.problem_id == 4)  # GemmBiasGelu
+    result = evaluate(problem, baseline_candidate(problem), cpu_config(max_time=0.5))
+    assert result.outcome is Outcome.CORRECT, result.message
+    assert 0.8 < result.speedup < 1.25, (result.speedup, result.ref.median, result.new.median)
