@@ -18,6 +18,7 @@ from pytest_kernelbench.judge import protocol as p
 from pytest_kernelbench.judge.compare import Sealer, compare_tensors
 from pytest_kernelbench.judge.sandbox import (
     SECRET_NAME,
+    TIMING_ENV,
     Mounts,
     ProcessTree,
     SandboxInfo,
@@ -433,6 +434,20 @@ def test_the_runners_environment_has_no_credentials():
     assert env["CUDA_VISIBLE_DEVICES"] == "0" and env["TORCH_CUDA_ARCH_LIST"] == "9.0" and env["PATH"] == "/usr/bin"
     assert env["HOME"] == "/tmp/kb/home" and "RANDOM" not in env and env["TORCH_EXTENSIONS_DIR"] == "/b"
     assert env["PYTHONPATH"].split(os.pathsep)[0] == "/pkg"
+
+
+def test_what_changes_how_torch_and_its_libraries_run_reaches_the_candidates_runner_as_the_references():
+    """The reference's runner has the user's whole environment; the candidate's must see the same settings of the
+    allocator, PyTorch, BLAS and OpenMP, or the two are not timed alike (the judge's own TIMING_ENV wins over both)."""
+    timing = {"LD_PRELOAD": "/usr/lib/libtcmalloc.so", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0", "MALLOC_CONF": "narenas:1",
+              "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "PYTORCH_TUNABLEOP_ENABLED": "1", "OPENBLAS_NUM_THREADS": "2",
+              "MKL_NUM_THREADS": "2", "ONEDNN_MAX_CPU_ISA": "AVX2", "TCMALLOC_RELEASE_RATE": "0"}  # fmt: skip
+    source = {**timing, "PYTORCH_HUB_TOKEN": "t", "OMP_PROC_BIND": "true", "MALLOC_TRIM_THRESHOLD_": "1"}
+    env = runner_env(source, __import__("pathlib").Path("/tmp/kb/home"), "/pkg", {})
+    assert {k: env.get(k) for k in timing} == timing
+    assert "PYTORCH_HUB_TOKEN" not in env
+    assert env["OMP_PROC_BIND"] == TIMING_ENV["OMP_PROC_BIND"] == "false"
+    assert env["MALLOC_TRIM_THRESHOLD_"] == TIMING_ENV["MALLOC_TRIM_THRESHOLD_"]
 
 
 def test_the_bwrap_command_isolates_and_hides(tmp_path):
