@@ -159,10 +159,10 @@ def test_both_runners_time_on_one_core_and_a_candidate_that_leaves_it_is_bound_b
 
     from pytest_kernelbench.judge.cores import timing_core
 
-    honest = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120))
-    _, leaver = _gpu_judge("leaves_the_timing_core")
     if timing_core(0) is None:
         pytest.skip(f"{len(os.sched_getaffinity(0))} cores: no core is set aside for timing")
+    honest = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120))
+    _, leaver = _gpu_judge("leaves_the_timing_core")
     for result in (honest, leaver):
         assert result.outcome is Outcome.CORRECT, result.message
         core = result.extra["timing_core"]
