@@ -37,7 +37,8 @@ def one_pair_rows(path: Path) -> list[tuple[str, float, list[float], list[float]
             row = json.loads(line)
             row = row.get("judged", row)
             samples = row.get("samples") or {}
-            if row.get("outcome") == "correct" and samples.get("ref") and samples.get("new"):
+            several = len(row.get("pairs") or []) > 1  # its samples are all its pairs': multi_pair_rows reads it
+            if row.get("outcome") == "correct" and samples.get("ref") and samples.get("new") and not several:
                 speedup = row.get("speedup") or statistics.median(samples["ref"]) / statistics.median(samples["new"])
                 rows.append((row.get("problem") or row.get("candidate", "?"), speedup, samples["ref"], samples["new"]))
         return rows
@@ -45,6 +46,21 @@ def one_pair_rows(path: Path) -> list[tuple[str, float, list[float], list[float]
         for name, speedup in run["speedups"].items():
             if speedup and name not in (run.get("process_pairs") or {}) and name in run.get("samples", {}):
                 rows.append((name, speedup, run["samples"][name]["ref"], run["samples"][name]["new"]))
+    return rows
+
+
+def multi_pair_rows(path: Path) -> list[tuple[str, list[PairTiming]]]:
+    """(name, each pair's timing) of each result timed in several pairs, from a JSON-lines file whose rows keep their
+    pairs (timing_fidelity rows: ``pairs``, as ``extra.process_pairs`` records them)."""
+    if path.suffix != ".jsonl":
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        found = row.get("pairs") or []
+        if row.get("outcome") == "correct" and len(found) > 1 and all(p["interval"][0] for p in found):
+            timed = [PairTiming(p["speedup"], p["interval"][0], p["interval"][1] or math.inf, p["noisy"], p["capped"]) for p in found]
+            rows.append((row.get("problem") or "?", timed))
     return rows
 
 
@@ -62,6 +78,16 @@ def table(rows: list[tuple[str, float, list[float], list[float]]]) -> list[dict]
         reach = [name for name, _, r in results if r.lo <= 1.0 <= r.hi]
         plain = [f"{name} {t.speedup:.4f}" for name, t, r in results if t.speedup > 1 and not r.noisy]
         out.append({"sd": sd, "results": len(timed), "interval_reaches_1": len(reach), "plain_gains": plain})
+    return out
+
+
+def multi_table(rows: list[tuple[str, list[PairTiming]]]) -> list[dict]:
+    """For each trial offset, the results timed in several pairs that are still printed as a plain gain
+    (:func:`stats.combine_pairs` with that ``process_sd``: the least interval, ``stats._shared_offset``)."""
+    out = []
+    for sd in TRIALS:
+        plain = [f"{name} {r.speedup:.4f}" for name, timed in rows for r in [combine_pairs(timed, sd)] if r.speedup > 1 and not r.noisy]
+        out.append({"sd": sd, "results": len(rows), "plain_gains": plain})
     return out
 
 
@@ -88,6 +114,11 @@ def main() -> None:
             shown = ", ".join(t["plain_gains"][:4]) + (" ..." if len(t["plain_gains"]) > 4 else "")
             reach, plain = f"{t['interval_reaches_1']} of {t['results']}", len(t["plain_gains"])
             print(f"  sd {t['sd']:.3f}: interval reaches 1.0 in {reach}; plain gains {plain} {shown}")
+        several = [row for f in files for row in multi_pair_rows(Path(f))]
+        if several:
+            print(f"{kind}: {len(several)} references judged against themselves in several pairs")
+            for t in multi_table(several):
+                print(f"  sd {t['sd']:.3f}: plain gains {len(t['plain_gains'])} {', '.join(t['plain_gains'][:4])}")
     for f in a.candidates:
         rows = one_pair_rows(Path(f))
         kind = "cpu" if "cpu" in Path(f).name else "cuda"

@@ -364,7 +364,8 @@ def test_a_gpu_speedup_is_timed_in_a_second_pair_of_runners_only_near_parity():
     """On a GPU a result outside +-2% takes a second pair only where a process offset may explain it: within 3 standard
     deviations of 1.0, its rounds' and PROCESS_SD. A reference judged against itself drew 0.969 and 0.898 in one pair
     on the H100 (sixteenth and seventeenth sessions); candidates 7% slower or 12% faster with steady rounds are not
-    timed again."""
+    timed again. A gain below 1.10 is timed again however steady: a reference judged against itself drew a steady 1.0577
+    (`L1-33`, twenty-second session)."""
     sd = PROCESS_SD["cuda"]
 
     def pair(speedup, half=0.004):  # the rounds' 95% half-width, in logs
@@ -373,6 +374,8 @@ def test_a_gpu_speedup_is_timed_in_a_second_pair_of_runners_only_near_parity():
     assert another_pair([pair(0.969)], 0, "cuda", sd) and another_pair([pair(1.03)], 0, "cuda", sd)
     assert not another_pair([pair(0.985)], 0, "cuda", sd) and not another_pair([pair(1.015)], 0, "cuda", sd)  # within +-2%
     assert not another_pair([pair(0.93)], 0, "cuda", sd) and not another_pair([pair(1.12)], 0, "cuda", sd)  # beyond 3 sd
+    assert another_pair([pair(1.0577)], 0, "cuda", sd) and another_pair([pair(1.09)], 0, "cuda", sd)  # below 1.10, steady
+    assert not another_pair([pair(0.9423)], 0, "cuda", sd)  # the same offset as a loss: not timed again
     assert another_pair([pair(0.898, half=0.0945)], 0, "cuda", sd)  # the same 10% loss from noisy rounds: in doubt
     assert not another_pair([pair(0.969)], 0, "cuda")  # no process offset given: 3 sd of steady rounds is 0.6%
     assert another_pair([pair(0.969), pair(1.0)], 0, "cuda", sd)  # the two disagree: a third, whose median is printed
@@ -423,7 +426,24 @@ def test_one_pair_of_runners_widens_its_interval_by_the_offset_its_processes_dra
     assert not combine_pairs([pair(0.97, 0.96, 0.98)], PROCESS_SD["cpu"]).noisy  # a loss within +-5% claims nothing
     assert combine_pairs([pair(1.8, 0.0, math.inf, True)], PROCESS_SD["cuda"]) == pair(1.8, 0.0, math.inf, True)  # no interval
     two = [pair(1.3, 1.28, 1.32), pair(1.29, 1.27, 1.31)]
-    assert combine_pairs(two, PROCESS_SD["cpu"]) == combine_pairs(two)  # two pairs: their own spread says it
+    assert combine_pairs(two, PROCESS_SD["cpu"]) == combine_pairs(two)  # two pairs whose own spread is the wider
+
+
+def test_pairs_that_agree_on_a_small_gain_are_no_surer_than_one_pair_with_steady_rounds():
+    """The pairs of one evaluation share part of the offset: a reference judged against itself on the H100 printed
+    1.0204, 1.0295 and 1.0149 in three pairs, each interval above 1.0, and their median was printed as a plain gain."""
+    def pair(speedup, lo, hi):
+        return PairTiming(speedup, lo, hi, False, False)
+
+    drawn = [pair(1.0204, 1.017, 1.0237), pair(1.0295, 1.0024, 1.0574), pair(1.0149, 1.0063, 1.0236)]
+    assert not combine_pairs(drawn).noisy  # the pairs' own spread alone: a plain 2% gain
+    shared = combine_pairs(drawn, PROCESS_SD["cuda"])
+    assert shared.noisy and shared.lo < 1.0 and shared.speedup == pytest.approx(1.0204)
+    assert shared.lo == pytest.approx(1.0204 * math.exp(-1.96 * PROCESS_SD["cuda"]))  # one steady pair's, not the hull's
+    real = [pair(1.06, 1.05, 1.07), pair(1.07, 1.06, 1.08), pair(1.065, 1.055, 1.075)]  # beyond the offset: a gain
+    assert not combine_pairs(real, PROCESS_SD["cuda"]).noisy
+    loss = [pair(0.9, 0.89, 0.91), pair(0.91, 0.9, 0.92)]  # a loss the pairs agree on stays one
+    assert not combine_pairs(loss, PROCESS_SD["cuda"]).noisy
 
 
 def test_the_runners_environment_has_no_credentials():
