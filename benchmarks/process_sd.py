@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_kernelbench.judge.stats import PROCESS_SD, PairTiming, combine_pairs, speedup_interval  # noqa: E402
+from pytest_kernelbench.judge.stats import PROCESS_SD, PairTiming, another_pair, combine_pairs, speedup_interval  # noqa: E402
 
 TRIALS = (0.0, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03)
 
@@ -70,14 +70,18 @@ def pairs(rows: list[tuple[str, float, list[float], list[float]]]) -> list[tuple
     return [(name, t) for name, t in timed if 0 < t.lo and math.isfinite(t.hi)]
 
 
-def table(rows: list[tuple[str, float, list[float], list[float]]]) -> list[dict]:
+def table(rows: list[tuple[str, float, list[float], list[float]]], device: str) -> list[dict]:
+    """For each trial offset: the intervals that reach 1.0, and the plain gains, those the judge would time in another
+    pair at that offset (:func:`stats.another_pair`) apart."""
     timed = pairs(rows)
     out = []
     for sd in TRIALS:
         results = [(name, t, combine_pairs([t], sd)) for name, t in timed]  # the judge's widening (stats._one_pair)
         reach = [name for name, _, r in results if r.lo <= 1.0 <= r.hi]
-        plain = [f"{name} {t.speedup:.4f}" for name, t, r in results if t.speedup > 1 and not r.noisy]
-        out.append({"sd": sd, "results": len(timed), "interval_reaches_1": len(reach), "plain_gains": plain})
+        gains = [(name, t) for name, t, r in results if t.speedup > 1 and not r.noisy]
+        again = [f"{name} {t.speedup:.4f}" for name, t in gains if another_pair([t], 0, device, sd)]
+        plain = [f"{name} {t.speedup:.4f}" for name, t in gains if not another_pair([t], 0, device, sd)]
+        out.append({"sd": sd, "results": len(timed), "interval_reaches_1": len(reach), "plain_gains": plain, "timed_again": again})
     return out
 
 
@@ -110,10 +114,11 @@ def main() -> None:
             continue
         rows = [row for f in files for row in one_pair_rows(Path(f))]
         print(f"{kind}: {len(rows)} references judged against themselves in one pair (the judge's PROCESS_SD: {PROCESS_SD[kind]})")
-        for t in table(rows):
+        for t in table(rows, kind):
             shown = ", ".join(t["plain_gains"][:4]) + (" ..." if len(t["plain_gains"]) > 4 else "")
             reach, plain = f"{t['interval_reaches_1']} of {t['results']}", len(t["plain_gains"])
-            print(f"  sd {t['sd']:.3f}: interval reaches 1.0 in {reach}; plain gains {plain} {shown}")
+            again = f"; timed in another pair instead: {', '.join(t['timed_again'])}" if t["timed_again"] else ""
+            print(f"  sd {t['sd']:.3f}: interval reaches 1.0 in {reach}; plain gains {plain} {shown}{again}")
         several = [row for f in files for row in multi_pair_rows(Path(f))]
         if several:
             print(f"{kind}: {len(several)} references judged against themselves in several pairs")
