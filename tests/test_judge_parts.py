@@ -458,14 +458,18 @@ def test_the_runners_environment_has_no_credentials():
 
 def test_what_changes_how_torch_and_its_libraries_run_reaches_the_candidates_runner_as_the_references():
     """The reference's runner has the user's whole environment; the candidate's must see the same settings of the
-    allocator, PyTorch, BLAS and OpenMP, or the two are not timed alike (the judge's own TIMING_ENV wins over both)."""
+    allocator, PyTorch, BLAS, OpenMP and the interpreter, or the two are not timed alike (the judge's own TIMING_ENV and
+    paths win over both)."""
     timing = {"LD_PRELOAD": "/usr/lib/libtcmalloc.so", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0", "MALLOC_CONF": "narenas:1",
               "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "PYTORCH_TUNABLEOP_ENABLED": "1", "OPENBLAS_NUM_THREADS": "2",
-              "MKL_NUM_THREADS": "2", "ONEDNN_MAX_CPU_ISA": "AVX2", "TCMALLOC_RELEASE_RATE": "0"}  # fmt: skip
-    source = {**timing, "PYTORCH_HUB_TOKEN": "t", "OMP_PROC_BIND": "true", "MALLOC_TRIM_THRESHOLD_": "1"}
+              "MKL_NUM_THREADS": "2", "ONEDNN_MAX_CPU_ISA": "AVX2", "TCMALLOC_RELEASE_RATE": "0", "PYTHONMALLOC": "malloc",
+              "PYTHONDEVMODE": "1", "TORCHDYNAMO_DISABLE": "1", "CUBLASLT_WORKSPACE_SIZE": "0", "MIMALLOC_PURGE_DELAY": "0"}  # fmt: skip
+    source = {**timing, "PYTORCH_HUB_TOKEN": "t", "PYTHON_API_KEY": "k", "OMP_PROC_BIND": "true", "MALLOC_TRIM_THRESHOLD_": "1",
+              "PYTHONPATH": "/user/lib", "PYTHONDONTWRITEBYTECODE": ""}  # fmt: skip
     env = runner_env(source, __import__("pathlib").Path("/tmp/kb/home"), "/pkg", {})
     assert {k: env.get(k) for k in timing} == timing
-    assert "PYTORCH_HUB_TOKEN" not in env
+    assert "PYTORCH_HUB_TOKEN" not in env and "PYTHON_API_KEY" not in env
+    assert env["PYTHONPATH"].split(":") == ["/pkg", "/user/lib"] and env["PYTHONDONTWRITEBYTECODE"] == "1"  # ours win
     assert env["OMP_PROC_BIND"] == TIMING_ENV["OMP_PROC_BIND"] == "false"
     assert env["MALLOC_TRIM_THRESHOLD_"] == TIMING_ENV["MALLOC_TRIM_THRESHOLD_"]
 

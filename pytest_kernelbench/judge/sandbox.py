@@ -46,14 +46,16 @@ SCRATCH_BYTES = 8 << 30  # bound of the sandbox's /tmp (it lives in host memory)
 # What of the user's environment reaches a runner. The reference's runner has the whole of it, so whatever changes how
 # torch, its libraries or the C library run must reach the candidate's too, or the two sides are not timed alike: an
 # allocator preloaded or tuned (LD_PRELOAD, GLIBC_TUNABLES, MALLOC_CONF), PyTorch's PYTORCH_* settings (the CUDA
-# allocator's PYTORCH_CUDA_ALLOC_CONF, TunableOp's GEMM choices), BLAS and oneDNN threads.
+# allocator's PYTORCH_CUDA_ALLOC_CONF, TunableOp's GEMM choices), BLAS and oneDNN threads, and the interpreter's own
+# PYTHON* settings (PYTHONMALLOC picks the object allocator; PYTHONDEVMODE, PYTHONTRACEMALLOC slow every call).
 _ENV_NAMES = frozenset({
     "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME", "SHELL", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX",
     "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "MAX_JOBS", "PYTHONHASHSEED", "PYTHONPYCACHEPREFIX",
     "LD_PRELOAD", "GLIBC_TUNABLES", "MALLOC_CONF",
 })  # fmt: skip
 _ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TORCH_", "TORCHINDUCTOR_", "TRITON_", "OMP_", "MKL_", "KMP_", "CUBLAS_", "CUDNN_",
-                 "PYTORCH_", "OPENBLAS_", "GOTO_", "MALLOC_", "TCMALLOC_", "ONEDNN_", "DNNL_")  # fmt: skip
+                 "PYTORCH_", "OPENBLAS_", "GOTO_", "MALLOC_", "TCMALLOC_", "ONEDNN_", "DNNL_", "PYTHON", "TORCHDYNAMO_",
+                 "CUBLASLT_", "MIMALLOC_")  # fmt: skip
 # Set the same way in the supervisor (the reference's runner thread) and in every runner process, so that
 # both sides of a timing get the same allocator and thread behaviour. A fresh process's glibc returns
 # big freed blocks to the OS and faults them in again on the next call (a 8 MB output: ~5 ms a call
