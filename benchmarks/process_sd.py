@@ -78,9 +78,10 @@ def table(rows: list[tuple[str, float, list[float], list[float]]], device: str) 
     for sd in TRIALS:
         results = [(name, t, combine_pairs([t], sd)) for name, t in timed]  # the judge's widening (stats._one_pair)
         reach = [name for name, _, r in results if r.lo <= 1.0 <= r.hi]
-        gains = [(name, t) for name, t, r in results if t.speedup > 1 and not r.noisy]
-        again = [f"{name} {t.speedup:.4f}" for name, t in gains if another_pair([t], 0, device, sd)]
-        plain = [f"{name} {t.speedup:.4f}" for name, t in gains if not another_pair([t], 0, device, sd)]
+        again, plain = [], []
+        for name, t, r in results:
+            if t.speedup > 1 and not r.noisy:
+                (again if another_pair([t], 0, device, sd) else plain).append(f"{name} {t.speedup:.4f}")
         out.append({"sd": sd, "results": len(timed), "interval_reaches_1": len(reach), "plain_gains": plain, "timed_again": again})
     return out
 

@@ -573,8 +573,13 @@ def test_a_gpu_timing_core_is_one_per_device_and_none_on_a_small_machine():
     assert timing_core(0, set()) is None
 
 
+def _cores_of(pid: int) -> list[set[int]]:
+    """The cores each thread of ``pid`` may run on."""
+    return [set(os.sched_getaffinity(int(tid))) for tid in os.listdir(f"/proc/{pid}/task")]
+
+
 def test_binding_moves_every_thread_of_a_process_and_counts_those_it_moved_back():
-    from pytest_kernelbench.judge.cores import allowed, bind, cores_of
+    from pytest_kernelbench.judge.cores import allowed, bind
 
     code = ("import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
             "print('ready', flush=True)\ntime.sleep(30)\n")
@@ -583,11 +588,11 @@ def test_binding_moves_every_thread_of_a_process_and_counts_those_it_moved_back(
         assert proc.stdout.readline().strip() == "ready"
         everywhere, one = allowed(), {min(allowed())}
         assert bind([proc.pid], one) == (4, 4 if len(everywhere) > 1 else 0)  # the main thread and its three
-        assert cores_of(proc.pid) == [one] * 4
+        assert _cores_of(proc.pid) == [one] * 4
         os.sched_setaffinity(proc.pid, everywhere)  # one thread moves itself elsewhere, as a candidate may
         assert bind([proc.pid], one) == (4, 1 if len(everywhere) > 1 else 0)
         assert bind([proc.pid, 2**22 + 7], everywhere)[0] == 4  # a process that is gone is skipped
-        assert cores_of(proc.pid) == [everywhere] * 4
+        assert _cores_of(proc.pid) == [everywhere] * 4
     finally:
         proc.kill()
         proc.wait()

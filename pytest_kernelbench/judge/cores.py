@@ -55,12 +55,3 @@ def bind(pids: Iterable[int], cores: set[int]) -> tuple[int, int]:
                     moved += 1
                 bound += 1
     return bound, moved
-
-
-def cores_of(pid: int) -> list[set[int]]:
-    """The cores each thread of ``pid`` may run on."""
-    found = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(OSError):
-            found.append(set(os.sched_getaffinity(int(tid))))
-    return found

@@ -50,8 +50,7 @@ SCRATCH_BYTES = 8 << 30  # bound of the sandbox's /tmp (it lives in host memory)
 # PYTHON* settings (PYTHONMALLOC picks the object allocator; PYTHONDEVMODE, PYTHONTRACEMALLOC slow every call).
 _ENV_NAMES = frozenset({
     "PATH", "LANG", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME", "SHELL", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX",
-    "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "MAX_JOBS", "PYTHONHASHSEED", "PYTHONPYCACHEPREFIX",
-    "LD_PRELOAD", "GLIBC_TUNABLES", "MALLOC_CONF",
+    "CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "MAX_JOBS", "LD_PRELOAD", "GLIBC_TUNABLES",
 })  # fmt: skip
 _ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TORCH_", "TORCHINDUCTOR_", "TRITON_", "OMP_", "MKL_", "KMP_", "CUBLAS_", "CUDNN_",
                  "PYTORCH_", "OPENBLAS_", "GOTO_", "MALLOC_", "TCMALLOC_", "ONEDNN_", "DNNL_", "PYTHON", "TORCHDYNAMO_",

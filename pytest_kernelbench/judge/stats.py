@@ -261,8 +261,9 @@ def another_pair(pairs: list[PairTiming], asked: int, device: str, process_sd: f
     band = PAIR_BAND if cpu else GPU_BAND
     if len(pairs) == 1:
         first = pairs[0]
-        near = _near_parity(first, process_sd) or _doubted_gain(first)
-        return _outside(first.speedup, band) and (cpu or (_says_something(first) and near))
+        if cpu or not _outside(first.speedup, band):
+            return _outside(first.speedup, band)
+        return _says_something(first) and (_near_parity(first, process_sd) or _doubted_gain(first))
     combined = combine_pairs(pairs)
     if not _says_something(_hull(pairs, combined.speedup)):
         return cpu and _outside(combined.speedup, band)
