@@ -270,7 +270,10 @@ def main() -> None:
     ap.add_argument("--nbytes", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     Proc.layout = a.layout
-    Proc.pin = {int(c) for c in a.pin.split(",") if c.strip()}
+    try:
+        Proc.pin = {int(c) for c in a.pin.split(",") if c.strip()}
+    except ValueError:
+        ap.error(f"--pin {a.pin!r}: give core numbers, e.g. --pin 3 or --pin 2,3")
     if a.child:
         child(a.dataset, a.level, a.child, a.device, SEED, a.buffers, a.fd, a.nbytes, a.shared_mode)
         return
