@@ -232,6 +232,72 @@ def test_a_rounds_calls_each_fill_their_own_slots_and_the_reference_outputs_are_
     supervisor.send(p.Exit().to_wire())
 
 
+def test_a_call_set_moved_in_its_buffer_is_read_and_answered_at_its_new_place(tmp_path):
+    import threading
+
+    from pytest_kernelbench.judge.runner import Runner
+    from pytest_kernelbench.judge.supervisor import CallSet, _expect, _node
+
+    mine, theirs = socket.socketpair()
+    runner = Runner(Channel(theirs), tmp_path)
+    threading.Thread(target=runner.serve, daemon=True).start()
+    supervisor = Channel(mine)
+
+    def ask(request: p.Request, fds: list[int] | None = None) -> dict:
+        supervisor.send(request.to_wire(), fds or [])
+        return supervisor.recv(timeout=30)[0]
+
+    assert ask(p.Setup("cpu"))["ok"]
+    buf = SharedBuffer.create(32 + 4096, torch.device("cpu"))  # an input and a slot of 4 floats, then room to move
+    assert ask(p.MapBuffers([5], [buf.nbytes]), [buf.fd])["ok"]
+    x = torch.arange(4.0)
+    leaf = {"dtype": "float32", "shape": [4]}
+    home = CallSet([_node(x, iter([(5, 0)])), _node({"k": 3, "v": [x]}, iter([(5, 0)]))], [buf.view(torch.float32, [4])],
+                   [buf.view(torch.float32, [4], offset=16)], _expect({"t": leaf}, iter([(5, 16, leaf)])), buf)  # fmt: skip
+    runner.model = lambda a, kw: a * kw["k"]
+    for by in (0, 1024, 4096):
+        call = home.moved(by)
+        assert [buf.offset_of(t) for t in call.inputs + call.slots] == [by, 16 + by]
+        assert call.args[0]["t"]["offset"] == by and call.args[1]["map"][0] == ["k", {"v": 3}], call.args
+        call.inputs[0].copy_(x + by)
+        answer = p.parse_reply(ask(p.Calls([p.Call(call.args, call.expect)])), p.CalledEach)
+        assert answer.calls[0].ok and call.slots[0].tolist() == ((x + by) * 3).tolist()
+        if by:  # the set as made is where it was: nothing read or written there
+            assert home.inputs[0].tolist() == x.tolist() and home.slots[0].tolist() == (x * 3).tolist()
+    with pytest.raises(Exception, match="does not fit"):
+        home.moved(4097)
+    supervisor.send(p.Exit().to_wire())
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_a_cpu_runner_pins_its_thread_and_each_of_torchs_pool_threads_to_a_core_of_its_own(tmp_path):
+    mine, theirs = socket.socketpair()
+    argv = [sys.executable, "-m", "pytest_kernelbench.judge.runner", str(theirs.fileno()), str(tmp_path)]
+    runner = subprocess.Popen(argv, pass_fds=[theirs.fileno()], cwd=REPO)
+    theirs.close()
+    try:
+        supervisor = Channel(mine)
+        supervisor.send(p.Setup("cpu", threads=2).to_wire())
+        assert supervisor.recv(timeout=120)[0]["ok"]
+        allowed = sorted(os.sched_getaffinity(0))
+        tasks = {int(t): os.sched_getaffinity(int(t)) for t in os.listdir(f"/proc/{runner.pid}/task")}
+        assert tasks[runner.pid] == {allowed[0]}, tasks  # the thread that serves (and calls the model)
+        pinned = [cores for tid, cores in tasks.items() if tid != runner.pid and len(cores) == 1]
+        assert {allowed[1]} in pinned, tasks  # torch's second intra-op thread, on the next core
+        supervisor.send(p.Exit().to_wire())
+        assert runner.wait(timeout=60) == 0
+    finally:
+        runner.kill()
+
+
+def test_a_gpu_timing_buffer_has_a_quarter_of_its_size_to_move_in_in_whole_steps_and_at_most_its_cap():
+    from pytest_kernelbench.judge.supervisor import SHIFT_MAX, SHIFT_STEP, slack_bytes
+
+    assert slack_bytes(4 * SHIFT_STEP - 1) == 0 and slack_bytes(4 * SHIFT_STEP) == SHIFT_STEP
+    assert slack_bytes(4 * 10 * SHIFT_STEP + 7) == 10 * SHIFT_STEP
+    assert slack_bytes(16 << 30) == SHIFT_MAX == 1 << 30
+
+
 def test_timing_takes_min_reps_samples_even_in_rounds_and_stops_by_calls():
     from pytest_kernelbench.judge.stats import Stopper
 

@@ -104,6 +104,10 @@ AUTO_ROUND_CALLS = 16  # a timing round's calls per side at most, unless --round
 ROUND_BYTES = 256 << 20  # ... within this many bytes of one side's shared inputs and outputs ...
 ROUND_MS = 25.0  # ... and this many milliseconds of the reference's fastest call so far (a round's length)
 BUFFER_ALIGN = 512  # bytes: where each tensor of a phase's one shared buffer starts
+# A GPU timing phase's buffers have room to move in (docs/judge.md, "Where a side's inputs sit"): a quarter of their size
+# and SHIFT_MAX at most, in SHIFT_STEP steps (none below one step); every call of the phase places its set anew there
+SHIFT_STEP = 2 << 20
+SHIFT_MAX = 1 << 30
 CHECK_ONE_IN = 4  # above check_all_below_mb, a timed call is checked with probability 1/CHECK_ONE_IN ...
 MIN_CHECKED = 4  # ... and timing goes on until at least this many timed calls were
 # A GPU call too big to share a round (its inputs and outputs above ROUND_BYTES) costs a full fresh input set a sample
@@ -159,6 +163,9 @@ class Side:
         self.asked = False  # sent a request since its last phase end: it may hold device memory to give back
         self.buffers: dict[int, SharedBuffer] = {}
         self.sets: list[CallSet] = []  # this phase's shared buffers: one set per call of a timing round
+        self.home: list[CallSet] = []  # the sets as made, where the buffer has room to move them (slack > 0)
+        self.slack = 0
+        self.places: set[int] = set()  # the offsets the sets were moved by in this phase
         self._next_id = 0
 
     @property
@@ -181,7 +188,7 @@ class Side:
     def drop_buffers(self) -> list[int]:
         ids = list(self.buffers)
         self.buffers.clear()
-        self.sets = []
+        self.sets, self.home, self.slack, self.places = [], [], 0, set()
         return ids
 
 
@@ -194,6 +201,24 @@ class CallSet:
     inputs: list[torch.Tensor]
     slots: list[torch.Tensor] = dataclasses.field(default_factory=list)
     expect: p.Node | None = None
+    buffer: SharedBuffer | None = None  # the one its tensors are in
+
+    def moved(self, by: int) -> CallSet:
+        """This set ``by`` bytes further into its buffer: its nodes and its views."""
+        assert self.buffer is not None
+        buf = self.buffer
+
+        def view(t: torch.Tensor) -> torch.Tensor:
+            return buf.view(t.dtype, list(t.shape), offset=buf.offset_of(t) + by)
+
+        expect = None if self.expect is None else _moved_node(self.expect, by)
+        return CallSet([_moved_node(a, by) for a in self.args], [view(t) for t in self.inputs], [view(t) for t in self.slots],
+                       expect, buf)  # fmt: skip
+
+
+def slack_bytes(total: int) -> int:
+    """Room beyond ``total`` bytes of a GPU timing phase's buffer for its sets to move in (:data:`SHIFT_STEP` steps)."""
+    return min(SHIFT_MAX, total // 4) // SHIFT_STEP * SHIFT_STEP
 
 
 class Record:
@@ -538,7 +563,9 @@ class Supervisor:
             self.round_calls = 1 if graph else self.calls_per_round()
             self.found["extra"]["calls_per_round"] = self.round_calls
             with self.split("time.bind"):
-                self.bind(calls=self.round_calls)
+                self.bind(calls=self.round_calls, moving=not graph)  # a graph reads the places it was captured with
+            if self.new.slack:
+                self.found["extra"]["input_slack_mib"] = self.new.slack >> 20
             with self.split("time.warmup"):
                 warm = math.ceil(self.cfg.warmup / self.round_calls)  # the warm-up's calls, in whole rounds, each checked
                 for k in range(warm):
@@ -553,6 +580,8 @@ class Supervisor:
                 first = check
                 self.found["extra"]["wall_check_first_batch"] = first.to_dict()
                 graph, check = self.timed_batch(graph, again=True)
+            if self.new.slack:  # how many places its inputs were read from (the phase's end drops them)
+                self.found["extra"]["input_places"] = len(self.new.places)
         self.found["extra"]["wall_check"] = check.to_dict()
         if not check.ok:
             raise Verdict("rejected", check.message() + f" (and in a first batch of timed calls: {first.excess_ms * 1e3:.0f} us "
@@ -760,6 +789,7 @@ class Supervisor:
             # the GPU is quiet at the start: the pair's fresh inputs may still be being drawn (asynchronous kernels), and
             # the first side of a pair would pay for them in its window, a cost the other's window has not (stats.wall_check)
             self.sync()
+        self.move(side)  # before the clock: new views and nodes, no device work
         start = _perf_counter()
         with self.split(f"{part}.inputs"):
             self.refill(side, inputs)
@@ -1019,9 +1049,10 @@ class Supervisor:
         """``values`` copied into a new shared buffer of ``side``: the nodes naming them, and their views here."""
         return self.encode_sets(side, [values])[0]
 
-    def encode_sets(self, side: Side, inputs: list[list[Any]], slots: bool = False) -> list[CallSet]:
+    def encode_sets(self, side: Side, inputs: list[list[Any]], slots: bool = False, slack: int = 0) -> list[CallSet]:
         """One :class:`CallSet` per list of values, all in one new shared buffer (one mapping for the runner to open,
-        however many calls a round holds); with ``slots``, output slots too, shaped as the reference's output."""
+        however many calls a round holds); with ``slots``, output slots too, shaped as the reference's output; the
+        buffer ``slack`` bytes bigger than they need."""
         tensors = [[v for v in flatten(values) if isinstance(v, torch.Tensor)] for values in inputs]
         leaves = _tensor_leaves(self.out_spec) if slots else []
         places, total = [], 0  # byte offsets in the buffer: each call's inputs, then its slots
@@ -1030,7 +1061,7 @@ class Supervisor:
             for n in [t.numel() * t.element_size() for t in ts] + [_nbytes(leaf) for leaf in leaves]:
                 places[-1].append(total)
                 total += -(-n // BUFFER_ALIGN) * BUFFER_ALIGN
-        buf_id, buf = self.share(side, total)
+        buf_id, buf = self.share(side, total + slack)
         sets = []
         for values, ts, at in zip(inputs, tensors, places, strict=True):
             ins, outs = at[: len(ts)], at[len(ts) :]
@@ -1038,7 +1069,7 @@ class Supervisor:
             for view, t in zip(views, ts, strict=True):
                 view.copy_(t)
             where = iter([(buf_id, o) for o in ins])
-            call_set = CallSet([_node(v, where) for v in values], views)
+            call_set = CallSet([_node(v, where) for v in values], views, buffer=buf)
             if slots:
                 placed = list(zip(outs, leaves, strict=True))
                 call_set.slots = [buf.view(getattr(torch, leaf["dtype"]), leaf["shape"], offset=o) for o, leaf in placed]
@@ -1054,10 +1085,26 @@ class Supervisor:
                 view.copy_(value)
         self.sync()
 
-    def bind(self, sides: tuple[Side, ...] | None = None, calls: int = 1) -> None:
-        """Input buffers and output slots for this phase, for each side: ``calls`` sets (a timing round's calls)."""
+    def bind(self, sides: tuple[Side, ...] | None = None, calls: int = 1, moving: bool = False) -> None:
+        """Input buffers and output slots for this phase, for each side: ``calls`` sets (a timing round's calls); with
+        ``moving`` (a GPU time phase), room for :meth:`move` to place them anew for every call."""
         for side in sides or (self.ref, self.new):
-            side.sets = self.encode_sets(side, [self.make_inputs() for _ in range(calls)], slots=True)
+            sets = [self.make_inputs() for _ in range(calls)]
+            side.slack = slack_bytes(self.round_bytes(calls)) if moving and self.device.type == "cuda" else 0
+            side.sets = side.home = self.encode_sets(side, sets, slots=True, slack=side.slack)
+
+    def round_bytes(self, calls: int) -> int:
+        """About the bytes of one side's buffer for ``calls`` call sets (its inputs and output slots)."""
+        return calls * sum(self.io_bytes)
+
+    def move(self, side: Side) -> None:
+        """Place the side's call sets at a new random offset in its buffer (in its slack, :data:`SHIFT_STEP` steps):
+        on the H100 a memory-bound reference ran 2-7% slower or faster for as long as its inputs stayed where they were
+        put, and read from a new place each round it kept no lean (docs/judge.md, "Where a side's inputs sit")."""
+        if side.slack:
+            by = secrets.randbelow(side.slack // SHIFT_STEP + 1) * SHIFT_STEP
+            side.sets = [s.moved(by) for s in side.home]
+            side.places.add(by)
 
     def end_phase_buffers(self, *sides: Side | None) -> Verdict | None:
         """Each side unmaps the phase's buffers (its runner synchronises first: an unmap under a running kernel is an
@@ -1200,7 +1247,8 @@ class Supervisor:
         fresh inputs (not in the runners' peaks: on the H100 judges admitted without them ran level 1's
         multi-GB problems out of memory), and a context's worth for workspaces and first compiles."""
         inputs, outputs = self.io_bytes
-        return 2 * self.ref_peak_bytes + 3 * inputs + 2 * outputs + ADMISSION_MARGIN_BYTES
+        moving = 2 * slack_bytes(max(ROUND_BYTES, inputs + outputs)) if self.device.type == "cuda" else 0  # time's (bind)
+        return 2 * self.ref_peak_bytes + 3 * inputs + 2 * outputs + moving + ADMISSION_MARGIN_BYTES
 
     def warm_bytes(self) -> int:
         """What the candidate's first call alone may add to the device (:meth:`warm_up`): its runner's working memory
@@ -1432,6 +1480,17 @@ def _tensor_leaves(spec: p.Node) -> list[dict[str, Any]]:
 
 def _nbytes(leaf: dict[str, Any]) -> int:
     return math.prod(leaf["shape"]) * torch.empty((), dtype=getattr(torch, leaf["dtype"])).element_size()
+
+
+def _moved_node(node: p.Node, by: int) -> p.Node:
+    """``node`` (:func:`_node`, :func:`_expect`) with every tensor leaf ``by`` bytes further into its buffer."""
+    if "t" in node:
+        return {"t": {**node["t"], "offset": node["t"]["offset"] + by}}
+    if "seq" in node:
+        return {**node, "seq": [_moved_node(item, by) for item in node["seq"]]}
+    if "map" in node:
+        return {"map": [[key, _moved_node(item, by)] for key, item in node["map"]]}
+    return node
 
 
 def _expect(spec: p.Node, slots: Iterator[tuple[int, int, dict[str, Any]]]) -> p.Node:

@@ -206,6 +206,10 @@ class SharedBuffer:
         flat = self._base[offset : offset + max(span, 0) * itemsize].view(dtype)
         return flat.as_strided(shape, stride)
 
+    def offset_of(self, view: Any) -> int:
+        """Where ``view`` (made by :meth:`view`) starts, in bytes from this buffer's start."""
+        return view.data_ptr() - self._base.data_ptr()
+
     def close_fd(self) -> None:
         if self.fd is not None:
             os.close(self.fd)
