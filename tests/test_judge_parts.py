@@ -269,25 +269,35 @@ def test_a_call_set_moved_in_its_buffer_is_read_and_answered_at_its_new_place(tm
     supervisor.send(p.Exit().to_wire())
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
-def test_a_cpu_runner_pins_its_thread_and_each_of_torchs_pool_threads_to_a_core_of_its_own(tmp_path):
+def _threads_after_setup(tmp_path: Path, setup: p.Setup) -> tuple[int, dict[int, set[int]]]:
+    """A runner process set up with ``setup``: its pid, and each of its threads' allowed cores then."""
     mine, theirs = socket.socketpair()
     argv = [sys.executable, "-m", "pytest_kernelbench.judge.runner", str(theirs.fileno()), str(tmp_path)]
     runner = subprocess.Popen(argv, pass_fds=[theirs.fileno()], cwd=REPO)
     theirs.close()
     try:
         supervisor = Channel(mine)
-        supervisor.send(p.Setup("cpu", threads=2).to_wire())
+        supervisor.send(setup.to_wire())
         assert supervisor.recv(timeout=120)[0]["ok"]
-        allowed = sorted(os.sched_getaffinity(0))
         tasks = {int(t): os.sched_getaffinity(int(t)) for t in os.listdir(f"/proc/{runner.pid}/task")}
-        assert tasks[runner.pid] == {allowed[0]}, tasks  # the thread that serves (and calls the model)
-        pinned = [cores for tid, cores in tasks.items() if tid != runner.pid and len(cores) == 1]
-        assert {allowed[1]} in pinned, tasks  # torch's second intra-op thread, on the next core
         supervisor.send(p.Exit().to_wire())
         assert runner.wait(timeout=60) == 0
+        return runner.pid, tasks
     finally:
         runner.kill()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_a_cpu_runner_that_times_pins_its_thread_and_each_of_torchs_pool_threads_to_a_core_of_its_own(tmp_path):
+    pid, tasks = _threads_after_setup(tmp_path, p.Setup("cpu", threads=2, pin_threads=True))
+    allowed = sorted(os.sched_getaffinity(0))
+    assert tasks[pid] == {allowed[0]}, tasks  # the thread that serves (and calls the model)
+    assert {allowed[1]} in [cores for tid, cores in tasks.items() if tid != pid], tasks  # torch's second intra-op thread
+
+
+def test_a_build_steps_runner_leaves_its_threads_free_so_that_its_compilers_may_use_every_core(tmp_path):
+    _, tasks = _threads_after_setup(tmp_path, p.Setup("cpu", threads=2))  # as Supervisor.build sets one up
+    assert all(cores == os.sched_getaffinity(0) for cores in tasks.values()), tasks
 
 
 def test_a_gpu_timing_buffer_has_a_quarter_of_its_size_to_move_in_in_whole_steps_and_at_most_its_cap():

@@ -196,8 +196,8 @@ class Runner:
             torch.cuda.set_device(self.device)
         if req.threads:
             torch.set_num_threads(req.threads)
-        if self.device.type == "cpu" and threading.current_thread() is threading.main_thread():  # a runner process
-            pin_threads(torch)
+        if req.pin_threads and self.device.type == "cpu" and threading.current_thread() is threading.main_thread():
+            pin_threads(torch)  # a runner process that times (a build's compilers would inherit one core)
         self.scrub_outputs = req.scrub_outputs
         self.timer = req.timer
         self.clocks = Clocks(torch, self.device)

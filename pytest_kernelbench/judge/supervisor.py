@@ -341,8 +341,9 @@ class Supervisor:
         # gives a process, and on a CPU (no cache flush between calls) the scrub warmed the reference's next output in
         # cache: bundled references judged against themselves, 16 cores, 10 of 20 within +-5% with it, 18 without
         scrub = self.device.type == "cuda"
-        self.ask(self.ref, p.Setup(self.cfg.device, self.cfg.device_index, self.cfg.timer, torch.get_num_threads(), scrub_outputs=scrub),
-                 p.Ready)  # fmt: skip
+        cpu = self.cfg.device == "cpu"
+        self.ask(self.ref, p.Setup(self.cfg.device, self.cfg.device_index, self.cfg.timer, torch.get_num_threads(), scrub_outputs=scrub,
+                                   pin_threads=cpu), p.Ready)  # fmt: skip
         self.ask(self.ref, p.Load(Path(self.spec.problem_path).read_text(), "kb_reference.py", "Model", compile_mode(self.cfg.mode)),
                  p.Done)  # fmt: skip
         self.ask(self.ref, p.Init(self.encode(self.ref, self.init_values).args, self.cfg.seed, self.cfg.ref_mode), p.Done)
@@ -1380,8 +1381,11 @@ class Supervisor:
         return self.spawn(side_name, info, env, mounts, scratch, log_name=log_name)
 
     def set_up(self, side: Side, device: str = "") -> Side:
+        """Set up a runner on the judged device, or on ``device`` (a build step: its threads are not pinned)."""
+        pin = not device and self.cfg.device == "cpu"
         try:
-            self.ask(side, p.Setup(device or self.cfg.device, self.cfg.device_index, self.cfg.timer, torch.get_num_threads()), p.Ready)
+            self.ask(side, p.Setup(device or self.cfg.device, self.cfg.device_index, self.cfg.timer, torch.get_num_threads(),
+                                   pin_threads=pin), p.Ready)  # fmt: skip
         except Verdict as verdict:  # before any candidate code: the sandbox or the machine, not the candidate
             self.stop_side(side)
             raise Verdict("harness_error", f"the runner could not start ({self.sandbox.label}): {verdict.message}") from None
