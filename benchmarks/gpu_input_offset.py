@@ -41,7 +41,6 @@ def scan(ns: dict, offsets: list[int], rounds: int) -> dict:
     arena = SharedBuffer.create(size + max(offsets), dev)
     arena.close_fd()
     flush = torch.empty(2 * torch.cuda.get_device_properties(dev).L2_cache_size // 4, dtype=torch.int32, device=dev)
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times: dict[int, list[float]] = {o: [] for o in offsets}
     moved = 0
     with torch.no_grad():
@@ -54,18 +53,27 @@ def scan(ns: dict, offsets: list[int], rounds: int) -> dict:
                 for w, v in zip(views, values, strict=True):
                     if hasattr(w, "copy_"):
                         w.copy_(v)
-                flush.zero_()
-                torch.cuda.synchronize(dev)
-                begin.record()
-                out = model(*views)
-                end.record()
-                torch.cuda.synchronize(dev)
+                ms, out = timed_call(model, views, flush, dev)
                 if k:
-                    times[o].append(begin.elapsed_time(end))
+                    times[o].append(ms)
                 moved += out.data_ptr() != out_ptr
                 del out
     medians = {o: statistics.median(t) for o, t in times.items()}
     return {"medians": medians, "input_base": arena.view(torch.uint8, [1]).data_ptr(), "output": out_ptr, "output_moved": moved}
+
+
+def timed_call(model, inputs: list, flush, dev) -> tuple[float, object]:
+    """One call's milliseconds by CUDA events, L2 flushed first (as the judge's runner times), and its output."""
+    import torch
+
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    flush.zero_()
+    torch.cuda.synchronize(dev)
+    begin.record()
+    out = model(*inputs)
+    end.record()
+    torch.cuda.synchronize(dev)
+    return begin.elapsed_time(end), out
 
 
 class _Shifted:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.gpu_input_offset import _Shifted  # noqa: E402
+from benchmarks.gpu_input_offset import _Shifted, timed_call  # noqa: E402
 from benchmarks.gpu_placement import padded_sizes, views_in  # noqa: E402
 from pytest_kernelbench.errors import KernelBenchUsageError  # noqa: E402
 from pytest_kernelbench.problems import parse_id_ranges  # noqa: E402
@@ -68,7 +68,6 @@ def child(dataset: str, level: str, pid: int, fds: list[int], nbytes: int, core:
     del made
     buffers = [SharedBuffer.open(fd, nbytes, dev) for fd in fds]
     flush = torch.empty(2 * torch.cuda.get_device_properties(dev).L2_cache_size // 4, dtype=torch.int32, device=dev)
-    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for thread in os.listdir("/proc/self/task"):  # torch's threads too, as the judge binds a runner's whole tree
         os.sched_setaffinity(int(thread), {core})
     print("ready", flush=True)
@@ -76,14 +75,9 @@ def child(dataset: str, level: str, pid: int, fds: list[int], nbytes: int, core:
         which, offset = (int(w) for w in line.split()[1:])
         inputs = views_in(_Shifted(buffers[which], offset), shapes)
         with torch.no_grad():
-            flush.zero_()
-            torch.cuda.synchronize(dev)
-            begin.record()
-            out = model(*inputs)
-            end.record()
-            torch.cuda.synchronize(dev)
+            ms, out = timed_call(model, inputs, flush, dev)
         del out, inputs
-        print(f"{begin.elapsed_time(end):.5f}", flush=True)
+        print(f"{ms:.5f}", flush=True)
 
 
 class Runner:

@@ -195,11 +195,11 @@ def test_the_reference_output_is_scrubbed_when_the_next_request_comes_not_inside
     assert not serving.is_alive() and outputs[1].isnan().all()
 
 
-def test_a_rounds_calls_each_fill_their_own_slots_and_the_reference_outputs_are_all_scrubbed(tmp_path):
+def _runner_on_a_thread(tmp_path: Path):
+    """A runner serving on a thread of this process; the supervisor's end of its channel and how to ask it."""
     import threading
 
     from pytest_kernelbench.judge.runner import Runner
-    from pytest_kernelbench.judge.transport import SharedBuffer
 
     mine, theirs = socket.socketpair()
     runner = Runner(Channel(theirs), tmp_path)
@@ -210,6 +210,11 @@ def test_a_rounds_calls_each_fill_their_own_slots_and_the_reference_outputs_are_
         supervisor.send(request.to_wire(), fds or [])
         return supervisor.recv(timeout=30)[0]
 
+    return runner, supervisor, ask
+
+
+def test_a_rounds_calls_each_fill_their_own_slots_and_the_reference_outputs_are_all_scrubbed(tmp_path):
+    runner, supervisor, ask = _runner_on_a_thread(tmp_path)
     assert ask(p.Setup("cpu", scrub_outputs=True))["ok"]
     bufs = [SharedBuffer.create(16, torch.device("cpu")) for _ in range(4)]  # two inputs, two slots of 4 floats
     assert ask(p.MapBuffers([0, 1, 2, 3], [16] * 4), [b.fd for b in bufs])["ok"]
@@ -233,20 +238,9 @@ def test_a_rounds_calls_each_fill_their_own_slots_and_the_reference_outputs_are_
 
 
 def test_a_call_set_moved_in_its_buffer_is_read_and_answered_at_its_new_place(tmp_path):
-    import threading
-
-    from pytest_kernelbench.judge.runner import Runner
     from pytest_kernelbench.judge.supervisor import CallSet, _expect, _node
 
-    mine, theirs = socket.socketpair()
-    runner = Runner(Channel(theirs), tmp_path)
-    threading.Thread(target=runner.serve, daemon=True).start()
-    supervisor = Channel(mine)
-
-    def ask(request: p.Request, fds: list[int] | None = None) -> dict:
-        supervisor.send(request.to_wire(), fds or [])
-        return supervisor.recv(timeout=30)[0]
-
+    runner, supervisor, ask = _runner_on_a_thread(tmp_path)
     assert ask(p.Setup("cpu"))["ok"]
     buf = SharedBuffer.create(32 + 4096, torch.device("cpu"))  # an input and a slot of 4 floats, then room to move
     assert ask(p.MapBuffers([5], [buf.nbytes]), [buf.fd])["ok"]
