@@ -22,9 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.gpu_placement import padded_sizes, views_in  # noqa: E402
-from pytest_kernelbench.errors import KernelBenchUsageError  # noqa: E402
-from pytest_kernelbench.problems import parse_id_ranges  # noqa: E402
+from benchmarks.gpu_placement import padded_sizes, problem_ids, references, views_in  # noqa: E402
 
 
 def scan(ns: dict, offsets: list[int], rounds: int) -> dict:
@@ -49,7 +47,7 @@ def scan(ns: dict, offsets: list[int], rounds: int) -> dict:
         del out
         for k in range(rounds + 1):
             for o in offsets:
-                views = views_in(_Shifted(arena, o), values)
+                views = views_in(arena, values, start=o)
                 for w, v in zip(views, values, strict=True):
                     if hasattr(w, "copy_"):
                         w.copy_(v)
@@ -76,26 +74,12 @@ def timed_call(model, inputs: list, flush, dev) -> tuple[float, object]:
     return begin.elapsed_time(end), out
 
 
-class _Shifted:
-    """``buf`` seen from ``offset`` bytes in (``views_in`` places the inputs from 0)."""
-
-    def __init__(self, buf, offset: int):
-        self.buf, self.offset = buf, offset
-
-    def view(self, dtype, shape, offset: int = 0):
-        return self.buf.view(dtype, shape, offset=offset + self.offset)
-
-
 def child(dataset: str, level: str, ids: list[int], offsets: list[int], rounds: int) -> dict:
-    from pytest_kernelbench.problems import load_jsonl
+    import torch
 
     found = {}
-    for p in [p for p in load_jsonl(Path(dataset)) if p.level == level and p.problem_id in ids]:
-        ns: dict = {}
-        exec(compile(p.source, p.name, "exec"), ns)  # noqa: S102 - a KernelBench reference
-        found[p.name] = scan(ns, offsets, rounds)
-        import torch
-
+    for ns in references(dataset, level, ids):
+        found[ns["name"]] = scan(ns, offsets, rounds)
         torch.cuda.empty_cache()
     return found
 
@@ -112,10 +96,7 @@ def main() -> None:
     ap.add_argument("--out", default="")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    try:
-        ids = sorted(parse_id_ranges(a.problems).ids)
-    except (KernelBenchUsageError, AttributeError) as exc:
-        sys.exit(f"error: --problems: {exc or 'give ids such as 33,34'}")
+    ids = problem_ids(a.problems)
     offsets = [k * a.step for k in range(a.offsets)] + [(64 << 20) << j for j in range(6)]  # and 64 MiB to 2 GiB
     if a.child:
         print(json.dumps(child(a.dataset, a.level, ids, offsets, a.rounds)))

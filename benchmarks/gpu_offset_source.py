@@ -34,20 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.gpu_input_offset import _Shifted, timed_call  # noqa: E402
-from benchmarks.gpu_placement import padded_sizes, views_in  # noqa: E402
-from pytest_kernelbench.errors import KernelBenchUsageError  # noqa: E402
-from pytest_kernelbench.problems import parse_id_ranges  # noqa: E402
-
-
-def _problem(dataset: str, level: str, pid: int) -> dict:
-    from pytest_kernelbench.problems import load_jsonl
-
-    [problem] = [p for p in load_jsonl(Path(dataset)) if p.level == level and p.problem_id == pid]
-    ns: dict = {}
-    exec(compile(problem.source, problem.name, "exec"), ns)  # noqa: S102 - a KernelBench reference
-    ns["name"] = problem.name
-    return ns
+from benchmarks.gpu_input_offset import timed_call  # noqa: E402
+from benchmarks.gpu_placement import padded_sizes, problem_ids, references, views_in  # noqa: E402
 
 
 def child(dataset: str, level: str, pid: int, fds: list[int], nbytes: int, core: int) -> None:
@@ -58,7 +46,7 @@ def child(dataset: str, level: str, pid: int, fds: list[int], nbytes: int, core:
     from pytest_kernelbench.judge.transport import SharedBuffer
 
     os.sched_setaffinity(0, {core})
-    ns = _problem(dataset, level, pid)
+    [ns] = references(dataset, level, [pid])
     dev = torch.device("cuda")
     torch.manual_seed(0)
     model = ns["Model"](*ns["get_init_inputs"]()).to(dev)
@@ -73,7 +61,7 @@ def child(dataset: str, level: str, pid: int, fds: list[int], nbytes: int, core:
     print("ready", flush=True)
     for line in sys.stdin:
         which, offset = (int(w) for w in line.split()[1:])
-        inputs = views_in(_Shifted(buffers[which], offset), shapes)
+        inputs = views_in(buffers[which], shapes, start=offset)
         with torch.no_grad():
             ms, out = timed_call(model, inputs, flush, dev)
         del out, inputs
@@ -130,7 +118,7 @@ def evaluation(a: argparse.Namespace, pid: int, ns: dict) -> dict:
         with dev:
             values = ns["get_inputs"]()
         for b, o in zip(buffers, at, strict=True):
-            for w, v in zip(views_in(_Shifted(b, o), values), values, strict=True):
+            for w, v in zip(views_in(b, values, start=o), values, strict=True):
                 if hasattr(w, "copy_"):
                     w.copy_(v)
         torch.cuda.synchronize(dev)
@@ -194,17 +182,13 @@ def main() -> None:
     ap.add_argument("--fds", default="", help=argparse.SUPPRESS)
     ap.add_argument("--nbytes", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    try:
-        ids = sorted(parse_id_ranges(a.problems).ids)
-    except (KernelBenchUsageError, AttributeError) as exc:
-        sys.exit(f"error: --problems: {exc or 'give ids such as 33,34'}")
+    ids = problem_ids(a.problems)
     if a.child:
         child(a.dataset, a.level, ids[0], [int(f) for f in a.fds.split(",")], a.nbytes, a.core)
         return
     os.sched_setaffinity(0, set(range(os.cpu_count() - 1)) - {a.core} or {0})
     found = {}
-    for pid in ids:
-        ns = _problem(a.dataset, a.level, pid)
+    for pid, ns in zip(ids, references(a.dataset, a.level, ids), strict=True):
         evals = []
         for k in range(a.evaluations):
             t0 = time.monotonic()

@@ -30,6 +30,30 @@ from pytest_kernelbench.errors import KernelBenchUsageError  # noqa: E402
 from pytest_kernelbench.problems import parse_id_ranges  # noqa: E402
 
 
+def problem_ids(text: str) -> list[int]:
+    """The ids ``--problems`` names (pytest's syntax: ids and inclusive ranges); a one-line usage error otherwise."""
+    try:
+        selection = parse_id_ranges(text)
+    except KernelBenchUsageError as exc:
+        sys.exit(f"error: {exc}")
+    if not selection or not selection.ids:
+        sys.exit("error: --problems: give the ids to time, e.g. --problems 33,34")
+    return sorted(selection.ids)
+
+
+def references(dataset: str, level: str, ids: list[int]) -> list[dict]:
+    """Each KernelBench reference of ``ids`` (in that order) executed into a namespace of its own, its name under "name"."""
+    from pytest_kernelbench.problems import load_jsonl
+
+    problems = {p.problem_id: p for p in load_jsonl(Path(dataset)) if p.level == level and p.problem_id in ids}
+    found = []
+    for pid in ids:
+        ns: dict = {"name": problems[pid].name}
+        exec(compile(problems[pid].source, problems[pid].name, "exec"), ns)  # noqa: S102 - a KernelBench reference
+        found.append(ns)
+    return found
+
+
 def padded_sizes(values: list) -> list[int]:
     """Each value's bytes in a side's shared input buffer, rounded up as the judge places them (0: not a tensor)."""
     from pytest_kernelbench.judge.supervisor import BUFFER_ALIGN
@@ -47,9 +71,10 @@ def _in_buffer(values: list, dev, keep: list, align: int = 0, pad: int = 0) -> l
     return [w.copy_(v) if hasattr(v, "data_ptr") else v for w, v in zip(views_in(buf, values), values, strict=True)]
 
 
-def views_in(buf, values: list) -> list:
-    """Views of ``buf`` shaped as ``values``' tensors, each at its place in a side's input buffer (others as they are)."""
-    views, at = [], 0
+def views_in(buf, values: list, start: int = 0) -> list:
+    """Views of ``buf`` shaped as ``values``' tensors, each at its place in a side's input buffer laid out from byte
+    ``start`` (others as they are)."""
+    views, at = [], start
     for v, n in zip(values, padded_sizes(values), strict=True):
         views.append(buf.view(v.dtype, list(v.shape), offset=at) if hasattr(v, "data_ptr") else v)
         at += n
@@ -59,16 +84,11 @@ def views_in(buf, values: list) -> list:
 def child(dataset: str, level: str, ids: list[int], placements: int, calls: int, warm: int, vmm: bool) -> dict:
     import torch
 
-    from pytest_kernelbench.problems import load_jsonl
-
-    problems = {p.problem_id: p for p in load_jsonl(Path(dataset)) if p.level == level and p.problem_id in ids}
     torch.manual_seed(0)
     dev = torch.device("cuda")
     flush = torch.empty(2 * torch.cuda.get_device_properties(dev).L2_cache_size // 4, dtype=torch.int32, device=dev)
     found = {}
-    for pid in ids:
-        ns: dict = {}
-        exec(compile(problems[pid].source, problems[pid].name, "exec"), ns)  # noqa: S102 - a KernelBench reference
+    for ns in references(dataset, level, ids):
         model = ns["Model"](*ns["get_init_inputs"]()).to(dev).eval()
         with dev:  # inputs made on the device, as the judge makes them
             base = [v.to(dev) if isinstance(v, torch.Tensor) else v for v in ns["get_inputs"]()]
@@ -101,7 +121,7 @@ def child(dataset: str, level: str, ids: list[int], placements: int, calls: int,
                 del out
         ptrs = [hex(s[0].data_ptr() % (2 << 20)) for s in sets if isinstance(s[0], torch.Tensor)]
         medians = [statistics.median(t) for t in times]
-        found[problems[pid].name] = {"placements": p, "medians": medians, "times": times, "in_ptr_mod_2mb": ptrs}
+        found[ns["name"]] = {"placements": p, "medians": medians, "times": times, "in_ptr_mod_2mb": ptrs}
         del sets, base, model, kept, buffers
         torch.cuda.empty_cache()
     return found
@@ -139,11 +159,7 @@ def main() -> None:
     ap.add_argument("--out", default="")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    try:  # the syntax of pytest's --problems: ids and inclusive ranges
-        selection = parse_id_ranges(a.problems)
-    except KernelBenchUsageError as exc:
-        sys.exit(f"error: {exc}")
-    ids = sorted(selection.ids) if selection else []
+    ids = problem_ids(a.problems)
     if a.child:
         print(json.dumps(child(a.dataset, a.level, ids, a.placements, a.calls, a.warm, a.vmm)))
         return

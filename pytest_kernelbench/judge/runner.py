@@ -470,24 +470,21 @@ def trace_this_thread(torch: Any, fn: Callable[[], Any]) -> dict[str, int]:
     return dict(counts.most_common())
 
 
-def pin_threads(torch: Any) -> list[tuple[int, int]]:
-    """CPU: this thread on the first core it may use, each thread of torch's intra-op pool (started here by a
-    parallel op) on the next, round the allowed cores; the (thread id, core) pairs. On a 2-vCPU machine the kernel
-    left a runner's two OpenMP threads sharing one vCPU for whole runs, taking turns at every barrier while the other
-    vCPU idled (a side 2.2 ms a call against 1.6; docs/performance.md); the two runners never run at once, so both pin
-    to the same cores. Nothing where fewer than two cores are allowed."""
+def pin_threads(torch: Any) -> None:
+    """CPU, where the supervisor asks (``Setup.pin_threads``: ``KB_CPU_PIN=1``): this thread on the first core it may use,
+    each thread of torch's intra-op pool (started here by a parallel op) on the next, round the allowed cores. On a
+    2-vCPU machine the kernel left a runner's two OpenMP threads sharing one vCPU for whole runs, taking turns at every
+    barrier while the other vCPU idled (a side 2.2 ms a call against 1.6; docs/performance.md); the two runners never
+    run at once, so both pin to the same cores. Nothing where fewer than two cores are allowed."""
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) < 2:
-        return []
+        return
     before = set(os.listdir("/proc/self/task"))
     torch.ones(1 << 22).add_(1)  # a parallel region: OpenMP starts its threads
     pool = sorted(int(t) for t in set(os.listdir("/proc/self/task")) - before)
-    pinned = []
     for i, tid in enumerate([threading.get_native_id(), *pool]):
         with contextlib.suppress(OSError):  # a thread that has ended since
             os.sched_setaffinity(tid, {allowed[i % len(allowed)]})
-            pinned.append((tid, allowed[i % len(allowed)]))
-    return pinned
 
 
 def trace_all_threads(torch: Any, fn: Callable[[], Any], sync: Callable[[], None]) -> tuple[dict[str, int], bool]:

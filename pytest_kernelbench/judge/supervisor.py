@@ -1090,12 +1090,8 @@ class Supervisor:
         ``moving`` (a GPU time phase), room for :meth:`move` to place them anew for every call."""
         for side in sides or (self.ref, self.new):
             sets = [self.make_inputs() for _ in range(calls)]
-            side.slack = slack_bytes(self.round_bytes(calls)) if moving and self.device.type == "cuda" else 0
+            side.slack = slack_bytes(calls * sum(self.io_bytes)) if moving and self.device.type == "cuda" else 0  # a round's
             side.sets = side.home = self.encode_sets(side, sets, slots=True, slack=side.slack)
-
-    def round_bytes(self, calls: int) -> int:
-        """About the bytes of one side's buffer for ``calls`` call sets (its inputs and output slots)."""
-        return calls * sum(self.io_bytes)
 
     def move(self, side: Side) -> None:
         """Place the side's call sets at a new random offset in its buffer (in its slack, :data:`SHIFT_STEP` steps):
