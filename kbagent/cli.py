@@ -152,6 +152,8 @@ def serve_command(
         help="judge against a client's own problem_code, which runs outside the sandbox as the trusted reference (default: on "
         "loopback only)",
     ),
+    protocol: str = typer.Option("native", help="native (the /v1 API) or openreward (OpenReward's environment server: needs "
+                                 "the openreward extra and --level)", parser=_choice(("native", "openreward"))),
     judge: dict[str, Any] | None = None,
 ) -> None:
     """The judge as an HTTP service for RL trainers: run_kernel, episodes, health and metrics (see docs/rl.md)."""
@@ -160,7 +162,7 @@ def serve_command(
 
     values = dict(judge or {})
     options = ServeOptions(host, port, token or None, state, workers, queue, request_timeout, level, subset, list(dataset), log_level,
-                           allow_problem_code)  # fmt: skip
+                           allow_problem_code, protocol)  # fmt: skip
     try:
         device = pick_device(values.pop("device", None))
         _eval_config(device, values)  # the service's judge options, checked once

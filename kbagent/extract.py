@@ -77,8 +77,9 @@ def defines_modelnew(code: str) -> bool:
     return bool(_MODELNEW.search(code))
 
 
-def extract_code(text: str, finish_reason: str = "") -> Extraction:
-    """The last fenced Python block (```python, ```py or a bare ```) that defines ``class ModelNew``;
+def extract_code(text: str, finish_reason: str = "", defines: re.Pattern[str] = _MODELNEW, missing: str = NO_MODELNEW) -> Extraction:
+    """The last fenced Python block (```python, ```py or a bare ```) that defines ``class ModelNew`` (or what
+    ``defines`` matches; ``missing`` is then the reason when no block does);
     a block in another language is taken only when no Python one defines it. A closed block wins
     even in a truncated reply. A reply with no fence at all that parses as Python and defines
     ModelNew is taken whole. Otherwise ``code`` is None and ``reason`` is one of
@@ -88,7 +89,7 @@ def extract_code(text: str, finish_reason: str = "") -> Extraction:
     blocks = _fenced_blocks(text)
     closed = [b for b in blocks if b.closed]
     for pick in ([b for b in closed if b.lang in PYTHON_LANGS], closed):
-        hits = [b for b in pick if defines_modelnew(b.text)]
+        hits = [b for b in pick if defines.search(b.text)]
         if hits:
             return Extraction(code=hits[-1].text, reason="")
     if finish_reason == "length":
@@ -96,7 +97,7 @@ def extract_code(text: str, finish_reason: str = "") -> Extraction:
     if any(not b.closed for b in blocks):
         return Extraction(code=None, reason=TRUNCATED_FENCE)
     if not blocks:
-        if defines_modelnew(text):
+        if defines.search(text):
             try:
                 ast.parse(text)
             except (SyntaxError, ValueError):
@@ -104,7 +105,7 @@ def extract_code(text: str, finish_reason: str = "") -> Extraction:
             else:
                 return Extraction(code=text.strip("\n") + "\n", reason="")
         return Extraction(code=None, reason=NO_CODE_BLOCK)
-    return Extraction(code=None, reason=NO_MODELNEW)
+    return Extraction(code=None, reason=missing)
 
 
 # ---------------------------------------------------------------------------------------------

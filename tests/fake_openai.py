@@ -7,6 +7,7 @@ Each request takes the next action (the last one repeated):
 
 * ``str`` - a normal 200 reply with that text (``finish_reason`` "stop");
 * :class:`Reply` - a 200 reply with a chosen finish reason and token counts;
+* :class:`ToolCalls` - a 200 reply that calls tools (``finish_reason`` "tool_calls");
 * :class:`Status` - an error reply with that HTTP status (``Retry-After`` when asked);
 * :class:`Hang` - wait (cut short when the server shuts down), then close without answering;
 * a callable ``(request_json) -> action`` - decides per request.
@@ -42,6 +43,11 @@ class Reply:
 
 
 @dataclasses.dataclass
+class ToolCalls:
+    calls: list[tuple[str, dict[str, Any]]]  # (function name, arguments)
+
+
+@dataclasses.dataclass
 class Status:
     code: int
     retry_after: float | None = None  # seconds, sent as a Retry-After header when set
@@ -53,7 +59,7 @@ class Hang:
     seconds: float
 
 
-Action = str | Reply | Status | Hang | Callable[[dict[str, Any]], Any]
+Action = str | Reply | ToolCalls | Status | Hang | Callable[[dict[str, Any]], Any]
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -147,28 +153,32 @@ class _Handler(BaseHTTPRequestHandler):
                 headers["Retry-After"] = str(int(seconds)) if float(seconds).is_integer() else str(seconds)
             self._send_error(action.code, action.message or f"fake server: status {action.code}", headers)
             return
+        if isinstance(action, ToolCalls):
+            calls = [{"id": f"call_{fake.served}_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                     for i, (name, args) in enumerate(action.calls)]  # fmt: skip
+            self._send_json(200, _completion(body, fake.served, {"role": "assistant", "content": None, "tool_calls": calls},
+                                             "tool_calls", 10, 10))  # fmt: skip
+            return
         if isinstance(action, Reply):
             messages = body.get("messages") or []
             prompt = sum(len(str(m.get("content", ""))) for m in messages if isinstance(m, dict)) // 4
             prompt = action.prompt_tokens if action.prompt_tokens is not None else prompt
             completion = action.completion_tokens if action.completion_tokens is not None else len(action.text) // 4
-            payload = {
-                "id": f"chatcmpl-fake{fake.served}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": str(body.get("model", "fake-model")),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": action.text},
-                        "finish_reason": action.finish_reason,
-                    }
-                ],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
-            }
-            self._send_json(200, payload)
+            message = {"role": "assistant", "content": action.text}
+            self._send_json(200, _completion(body, fake.served, message, action.finish_reason, prompt, completion))
             return
         self._send_error(500, f"fake server: bad action {action!r}")
+
+
+def _completion(body: dict[str, Any], served: int, message: dict[str, Any], finish_reason: str, prompt: int, completion: int) -> dict:
+    return {
+        "id": f"chatcmpl-fake{served}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": str(body.get("model", "fake-model")),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+    }
 
 
 class FakeOpenAIServer:

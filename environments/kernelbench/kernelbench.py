@@ -1,10 +1,11 @@
-"""The ``kernelbench`` environment of the verifiers library: KernelBench problems, multi-turn, judged by
-pytest-kernelbench's sandboxed judge. The environment itself lives in :mod:`kbagent.verifiers_env`.
+"""The ``kernelbench`` environment of the verifiers library (``verifiers.v1``): KernelBench problems and op-suite ops,
+multi-turn with pytest-kernelbench's sandboxed judge as the feedback. The code lives in :mod:`kbagent.verifiers_env`;
+verifiers finds the taskset and the environment through this module's ``__all__``.
 
-    vf-install kernelbench        # from the pytest-kernelbench checkout (installs environments/kernelbench)
-    vf-eval kernelbench -a '{"level": "mini", "max_turns": 3}' -m MODEL -b BASE_URL -k KEY_VAR
+    pip install -e environments/kernelbench           # from the pytest-kernelbench checkout
+    vf-eval kernelbench --env.taskset.level mini -m MODEL --client.base-url URL --push False   # verifiers 0.4
 """
 
-from kbagent.verifiers_env import KernelBenchEnv, load_environment
+from kbagent.verifiers_env import KernelBenchEnv, KernelBenchTaskset
 
-__all__ = ["KernelBenchEnv", "load_environment"]
+__all__ = ["KernelBenchEnv", "KernelBenchTaskset"]

@@ -10,6 +10,7 @@ from typing import Any
 from kbagent.serve import STATE_LOCK, TOKEN_ENV, bind, is_loopback, run_service
 
 DEFAULT_QUEUE = 64
+PROTOCOLS = ("native", "openreward")
 
 
 class ServeError(Exception):
@@ -30,6 +31,7 @@ class ServeOptions:
     datasets: list[str] = dataclasses.field(default_factory=list)
     log_level: str = "info"
     allow_problem_code: bool | None = None  # None: on loopback only
+    protocol: str = "native"  # native (the /v1 API) or openreward (OpenReward's environment server)
 
 
 def default_workers(gpus: int) -> int:
@@ -46,11 +48,25 @@ def _check(opts: ServeOptions) -> None:
         raise ServeError("--queue must be 0 or more")
     if opts.request_timeout <= 0:
         raise ServeError("--request-timeout must be a positive number of seconds")
+    if opts.protocol not in PROTOCOLS:
+        raise ServeError(f"--protocol {opts.protocol}: choose {' or '.join(PROTOCOLS)}")
     try:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
         raise ServeError("kbagent serve needs Starlette and uvicorn: pip install 'pytest-kernelbench[serve]'") from None
+    if opts.protocol == "openreward":
+        _check_openreward(opts)
+
+
+def _check_openreward(opts: ServeOptions) -> None:
+    if not opts.levels:
+        raise ServeError("--protocol openreward lists its tasks by level: give --level (e.g. --level 1,2 or --level mini)")
+    try:
+        import openreward.environments  # noqa: F401
+    except ImportError:
+        raise ServeError("--protocol openreward needs OpenReward's SDK (Python 3.11 or newer): "
+                         "pip install 'pytest-kernelbench[openreward]'") from None  # fmt: skip
 
 
 def _lock_state(folder: Path) -> Any:
@@ -88,7 +104,10 @@ def serve(opts: ServeOptions, device: str, judge: dict[str, Any]) -> None:
     problem_code = is_loopback(opts.host) if opts.allow_problem_code is None else opts.allow_problem_code
     settings = ServiceSettings(opts.state, catalog, judge, device, gpus, workers, opts.queue, opts.request_timeout, opts.token,
                                problem_code)  # fmt: skip
+    factory = create_app
+    if opts.protocol == "openreward":
+        from kbagent.serve.openreward import create_openreward_app as factory
     try:
-        run_service(create_app(settings), sock, opts.log_level)
+        run_service(factory(settings), sock, opts.log_level)
     finally:
         lock.release()

@@ -1,0 +1,16 @@
+"""KernelBench as an environment of the verifiers library's v1 API (``verifiers.v1``; verifiers 0.3.x and 0.4.x), the
+shape prime-rl trains on: the taskset ``kernelbench`` (:mod:`.tasks`), its multi-turn episode with the judge's feedback
+(:mod:`.loop`), the judge as tools for tool-using harnesses (:mod:`.tools`), and the rewards (:mod:`.scoring`).
+
+Installed as the module ``kernelbench`` (``pip install -e environments/kernelbench``), then with verifiers 0.4::
+
+    vf-eval kernelbench --env.taskset.level 1 --env.max-turns 4 -m MODEL --client.base-url URL --push False
+
+(verifiers 0.3.x names the same command ``eval``). See docs/rl.md.
+"""
+
+from kbagent.verifiers_env.loop import KernelBenchEnv, KernelBenchEnvConfig
+from kbagent.verifiers_env.tasks import KernelBenchConfig, KernelBenchTaskset, KernelTask, KernelTaskConfig, KernelTaskData
+
+__all__ = ["KernelBenchConfig", "KernelBenchEnv", "KernelBenchEnvConfig", "KernelBenchTaskset", "KernelTask", "KernelTaskConfig",
+           "KernelTaskData"]
