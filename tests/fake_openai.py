@@ -88,6 +88,21 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass
 
+    def _send_reply(self, body: dict[str, Any], payload: dict[str, Any]) -> None:
+        """A completion as JSON, or as server-sent chunks when the request asks for ``stream``."""
+        if not body.get("stream"):
+            self._send_json(200, payload)
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        try:
+            for chunk in _chunks(payload):
+                self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self.wfile.write(b"data: [DONE]\n\n")
+        except OSError:
+            pass
+
     def _send_json(self, code: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         body = json.dumps(payload).encode()
         self.send_response(code)
@@ -156,8 +171,8 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(action, ToolCalls):
             calls = [{"id": f"call_{fake.served}_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
                      for i, (name, args) in enumerate(action.calls)]  # fmt: skip
-            self._send_json(200, _completion(body, fake.served, {"role": "assistant", "content": None, "tool_calls": calls},
-                                             "tool_calls", 10, 10))  # fmt: skip
+            self._send_reply(body, _completion(body, fake.served, {"role": "assistant", "content": None, "tool_calls": calls},
+                                               "tool_calls", 10, 10))  # fmt: skip
             return
         if isinstance(action, Reply):
             messages = body.get("messages") or []
@@ -165,7 +180,7 @@ class _Handler(BaseHTTPRequestHandler):
             prompt = action.prompt_tokens if action.prompt_tokens is not None else prompt
             completion = action.completion_tokens if action.completion_tokens is not None else len(action.text) // 4
             message = {"role": "assistant", "content": action.text}
-            self._send_json(200, _completion(body, fake.served, message, action.finish_reason, prompt, completion))
+            self._send_reply(body, _completion(body, fake.served, message, action.finish_reason, prompt, completion))
             return
         self._send_error(500, f"fake server: bad action {action!r}")
 
@@ -179,6 +194,17 @@ def _completion(body: dict[str, Any], served: int, message: dict[str, Any], fini
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
     }
+
+
+def _chunks(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """A completion as stream chunks: the message as one delta, then the finish reason with the usage."""
+    choice = payload["choices"][0]
+    message = dict(choice["message"])
+    if message.get("tool_calls"):
+        message["tool_calls"] = [{**call, "index": i} for i, call in enumerate(message["tool_calls"])]
+    head = {k: payload[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    return [{**head, "choices": [{"index": 0, "delta": message, "finish_reason": None}]},
+            {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}], "usage": payload["usage"]}]
 
 
 class FakeOpenAIServer:
