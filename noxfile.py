@@ -1,4 +1,6 @@
-"""nox sessions: `nox -s tests`, `nox -s lint`, `nox -s bundled` (the main job on the bundled problems)."""
+"""nox sessions: `nox -s tests`, `nox -s lint`, `nox -s bundled` (the main job on the bundled problems), and the
+kernelbench verifiers environment's real rollouts under each verifiers line, each in its own venv (their `mcp` pins
+differ): `nox -s verifiers03 verifiers04` (not in CI; they fetch uv's chat program's packages from the index)."""
 
 import nox
 
@@ -27,3 +29,22 @@ def bundled(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", "pytest_kernelbench", "kbagent", "tests", "noxfile.py", "conftest.py")
+
+
+def _rollout(session: nox.Session, verifiers: str) -> None:
+    """A real rollout through verifiers' CLI on the CPU against a scripted OpenAI-compatible server on 127.0.0.1
+    (tests/vf_rollout.py): the chat loop with the judge's feedback, then tool mode (run_kernel, finish)."""
+    session.install("torch==2.13.0")
+    session.install("-e", ".", verifiers, "uv")
+    session.install("-e", "environments/kernelbench")
+    session.run("python", "tests/vf_rollout.py", *session.posargs)
+
+
+@nox.session(python="3.11")
+def verifiers03(session: nox.Session) -> None:
+    _rollout(session, "verifiers>=0.3,<0.4")
+
+
+@nox.session(python="3.11")
+def verifiers04(session: nox.Session) -> None:
+    _rollout(session, "verifiers>=0.4,<0.5")

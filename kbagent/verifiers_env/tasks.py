@@ -34,6 +34,7 @@ class KernelTaskData(vf.TaskData):
     level: str = ""  # the problem's level, or the op's suite
     problem_id: int = 0
     source: str = ""  # the problem's source (kernel tasks)
+    suite: str = ""  # the op suite (op tasks)
     op: str = ""  # "aten.relu.default" (op tasks)
     dtype: str = ""  # the op suite's dtype
 
@@ -165,6 +166,6 @@ def op_rows(config: KernelBenchConfig, target: Target) -> list[KernelTaskData]:
                                   samples="\n".join(f"- ({s.describe()})" for s in task.correctness[:12]),
                                   timed="\n".join(f"- ({s.describe()})" for s in task.performance))  # fmt: skip
         rows.append(KernelTaskData(id=f"{suite}/{task.name}", name=task.name, prompt=prompt, kind=judging.OP,
-                                   problem=f"{suite}/{task.name}", level=suite, problem_id=index, op=task.op,
+                                   problem=f"{suite}/{task.name}", level=suite, problem_id=index, suite=suite, op=task.op,
                                    dtype=config.op_dtype))  # fmt: skip
     return rows
