@@ -6,6 +6,7 @@ verifiers finds the taskset and the environment through this module's ``__all__`
     vf-eval kernelbench --env.taskset.level mini -m MODEL --client.base-url URL --push False   # verifiers 0.4
 """
 
-from kbagent.verifiers_env import KernelBenchEnv, KernelBenchTaskset
+from kbagent.verifiers_env.loop import KernelBenchEnv
+from kbagent.verifiers_env.tasks import KernelBenchTaskset
 
 __all__ = ["KernelBenchEnv", "KernelBenchTaskset"]

@@ -6,11 +6,6 @@ Installed as the module ``kernelbench`` (``pip install -e environments/kernelben
 
     vf-eval kernelbench --env.taskset.level 1 --env.max-turns 4 -m MODEL --client.base-url URL --push False
 
-(verifiers 0.3.x names the same command ``eval``). See docs/rl.md.
+(verifiers 0.3.x names the same command ``eval``). See docs/rl.md. The package itself imports nothing: :mod:`.judging` and
+:mod:`.scoring` work without verifiers; :mod:`.tasks`, :mod:`.loop` and :mod:`.tools` need it.
 """
-
-from kbagent.verifiers_env.loop import KernelBenchEnv, KernelBenchEnvConfig
-from kbagent.verifiers_env.tasks import KernelBenchConfig, KernelBenchTaskset, KernelTask, KernelTaskConfig, KernelTaskData
-
-__all__ = ["KernelBenchConfig", "KernelBenchEnv", "KernelBenchEnvConfig", "KernelBenchTaskset", "KernelTask", "KernelTaskConfig",
-           "KernelTaskData"]
