@@ -43,12 +43,12 @@ def vf(monkeypatch):
     return vf
 
 
-def load_env(vf, **env: object):
-    """The environment as verifiers' CLI builds it from ``--env.*`` flags."""
+def load_env(vf, taskset: dict | None = None, **env: object):
+    """The environment as verifiers' CLI builds it from ``--env.*`` flags (the tiny CPU problem unless ``taskset``)."""
     from verifiers.v1.utils.loaders import load_environment, resolve_env_config
 
-    taskset = {"id": "kernelbench", "level": "9", "dataset": [str(DATA / "tiny")],
-               "task": {"device": "cpu", "judge": {"trials": 1, "timeout": 60.0}}}  # fmt: skip
+    taskset = taskset or {"id": "kernelbench", "level": "9", "dataset": [str(DATA / "tiny")],
+                          "task": {"device": "cpu", "judge": {"trials": 1, "timeout": 60.0}}}  # fmt: skip
     return load_environment(resolve_env_config({"taskset": taskset, **env}))
 
 
