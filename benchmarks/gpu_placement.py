@@ -56,7 +56,7 @@ def references(dataset: str, level: str, ids: list[int]) -> list[dict]:
 
 def padded_sizes(values: list) -> list[int]:
     """Each value's bytes in a side's shared input buffer, rounded up as the judge places them (0: not a tensor)."""
-    from pytest_kernelbench.judge.supervisor import BUFFER_ALIGN
+    from pytest_kernelbench.judge.supervisor.plan import BUFFER_ALIGN
 
     return [-(-v.numel() * v.element_size() // BUFFER_ALIGN) * BUFFER_ALIGN if hasattr(v, "data_ptr") else 0 for v in values]
 

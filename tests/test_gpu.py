@@ -33,7 +33,7 @@ def test_correct_candidate_on_cuda():
 
 
 def test_a_small_fast_problem_is_timed_in_rounds_of_several_calls_and_a_big_one_call_by_call():
-    from pytest_kernelbench.judge.supervisor import AUTO_ROUND_CALLS, ROUND_BYTES
+    from pytest_kernelbench.judge.supervisor.plan import AUTO_ROUND_CALLS, ROUND_BYTES
 
     small = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120))
     assert small.outcome is Outcome.CORRECT, small.message
@@ -49,13 +49,13 @@ def test_a_small_fast_problem_is_timed_in_rounds_of_several_calls_and_a_big_one_
     assert result.outcome is Outcome.CORRECT, result.message
     assert result.extra["calls_per_round"] == 1
     # a small round's buffer stays put; a big one's sets move within a quarter of its size, read from a new place each call
-    from pytest_kernelbench.judge.supervisor import slack_bytes
+    from pytest_kernelbench.judge.supervisor.plan import slack_bytes
 
     assert "input_slack_mib" not in small.extra
     assert result.extra["input_slack_mib"] == slack_bytes(2 * ROUND_BYTES) >> 20 > 0 and result.extra["input_places"] > 1
     # a call too big for rounds may stop timing at EARLY_SAMPLES, only with precise medians and EARLY_CHECKED checks
     from pytest_kernelbench.judge.stats import median_rel_err
-    from pytest_kernelbench.judge.supervisor import EARLY_CHECKED, EARLY_REL_ERR, EARLY_SAMPLES
+    from pytest_kernelbench.judge.supervisor.plan import EARLY_CHECKED, EARLY_REL_ERR, EARLY_SAMPLES
 
     extra, samples = result.extra, {"ref": result.ref.samples, "new": result.new.samples}
     if extra["timing_stop"] == "early":

@@ -16,17 +16,8 @@ import torch
 from helpers import REPO
 from pytest_kernelbench.judge import protocol as p
 from pytest_kernelbench.judge.compare import Sealer, compare_tensors
-from pytest_kernelbench.judge.sandbox import (
-    SECRET_NAME,
-    TIMING_ENV,
-    Mounts,
-    ProcessTree,
-    SandboxInfo,
-    bwrap_command,
-    descendants,
-    kill_tree,
-    runner_env,
-)
+from pytest_kernelbench.judge.procs import ProcessTree, descendants, kill_tree
+from pytest_kernelbench.judge.sandbox import SECRET_NAME, TIMING_ENV, Mounts, SandboxInfo, bwrap_command, runner_env
 from pytest_kernelbench.judge.stats import PROCESS_SD, PairTiming, another_pair, combine_pairs, speedup_interval, wall_check
 from pytest_kernelbench.judge.transport import MAX_MESSAGE, Channel, ProtocolError, SharedBuffer
 
@@ -238,7 +229,7 @@ def test_a_rounds_calls_each_fill_their_own_slots_and_the_reference_outputs_are_
 
 
 def test_a_call_set_moved_in_its_buffer_is_read_and_answered_at_its_new_place(tmp_path):
-    from pytest_kernelbench.judge.supervisor import CallSet, _expect, _node
+    from pytest_kernelbench.judge.supervisor.buffers import CallSet, _expect, _node
 
     runner, supervisor, ask = _runner_on_a_thread(tmp_path)
     assert ask(p.Setup("cpu"))["ok"]
@@ -295,7 +286,7 @@ def test_a_build_steps_runner_leaves_its_threads_free_so_that_its_compilers_may_
 
 
 def test_a_gpu_timing_buffer_has_a_quarter_of_its_size_to_move_in_in_whole_steps_and_at_most_its_cap():
-    from pytest_kernelbench.judge.supervisor import SHIFT_MAX, SHIFT_STEP, slack_bytes
+    from pytest_kernelbench.judge.supervisor.plan import SHIFT_MAX, SHIFT_STEP, slack_bytes
 
     assert slack_bytes(4 * SHIFT_STEP - 1) == 0 and slack_bytes(4 * SHIFT_STEP) == SHIFT_STEP
     assert slack_bytes(4 * 10 * SHIFT_STEP + 7) == 10 * SHIFT_STEP

@@ -78,7 +78,7 @@ def test_warm_up_size_comes_from_shapes_alone():
 
     import torch
 
-    from pytest_kernelbench.judge.supervisor import WARMUP_UNLOCKED_BYTES, input_bytes
+    from pytest_kernelbench.judge.supervisor.plan import WARMUP_UNLOCKED_BYTES, input_bytes
 
     big = types.SimpleNamespace(get_inputs=lambda: [torch.rand(4096, 393216), 3, torch.randint(0, 9, (10,))])
     assert input_bytes(big) == 4096 * 393216 * 4 + 10 * 8 > WARMUP_UNLOCKED_BYTES

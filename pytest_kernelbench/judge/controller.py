@@ -24,19 +24,16 @@ from pathlib import Path
 from ..build.bytecode import bytecode_prefix
 from ..candidates import Candidate
 from ..config import EvalConfig, mode_unavailable
-from ..outcome import STAGE_FAILURE, Outcome
+from ..outcome import Outcome
 from ..problems import Problem
 from ..result import EvalResult, TimingStats
 from . import forkserver
 from .assignment import Assignment, describe_exit, read_tail
+from .procs import child_setup
 from .sandbox import TIMING_ENV
+from .stages import SETUP_STAGES, UNCHARGED
 
 _POLL_SECONDS = 0.05
-# Stages where the harness, not the candidate, is at work: importing torch, building the reference
-# (torch.compile in --mode compile can take minutes), the recheck after the candidate is gone, or waiting for the
-# device lock. They do not count against the candidate's time limit; the first two have their own.
-SETUP_STAGES = frozenset({"start", "reference"})
-UNCHARGED = frozenset({"start", "reference", "wait_lock", "paused", "pch", "recheck", "done"})
 GRACE_SECONDS = 30.0  # the supervisor enforces the limit itself; this backstop only catches a stuck supervisor
 
 
@@ -118,7 +115,7 @@ def _start(config: EvalConfig, work: Path, spec: Assignment, log) -> subprocess.
     return subprocess.Popen(
         [sys.executable, "-m", "pytest_kernelbench.judge.supervisor", str(work / "spec.json")],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(work), env=env,
-        start_new_session=True, preexec_fn=forkserver.child_setup(0, os.getpid()),
+        start_new_session=True, preexec_fn=child_setup(0, os.getpid()),
     )  # fmt: skip
 
 
@@ -199,7 +196,7 @@ def _lost(base: EvalResult, why: str, stage: str, returncode: int | None, log_ta
     elif why == "stopped":
         base.message = f"stopped during stage '{stage}': the session ended"
     else:
-        base.outcome = STAGE_FAILURE.get(stage, Outcome.HARNESS_ERROR) if stage in ("start", "reference") else Outcome.HARNESS_ERROR
+        base.outcome = Outcome.HARNESS_ERROR
         base.message = f"the supervisor {describe_exit(returncode)} during stage '{stage}' without writing a result" + tail
     return base
 
