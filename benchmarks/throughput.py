@@ -265,7 +265,7 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
         "stepped_aside": sum(int(r.extra.get("stepped_aside", 0)) for r in results),  # shared calls stopped for a timer
         # seconds the device lock was held, summed per phase: the exclusive ones (reference, time) against the wall
         "lock_held_s": _summed(results, "lock_held_s"),
-        "split_s": _summed(results, "split_s"),  # parts of the exclusive phases (Supervisor.split)
+        "split_s": _summed(results, "split_s"),  # parts of the exclusive phases (Findings.split)
         # where the cores went: the machine's busy seconds, the judges' process trees and the pool's build steps
         "cpu_s": {"machine": round((cpu_after[0] - cpu_before[0]) / os.sysconf("SC_CLK_TCK"), 1),
                   "judges": _summed(results, "cpu_s"), "pool_builds": _summed(builds, "cpu_s")},  # fmt: skip

@@ -116,7 +116,7 @@ class EvalConfig:
     max_time: float = 0.0  # seconds of timing per candidate; 0: device default (GPU 3, CPU 2)
     rel_err: float = 0.01  # stop timing once the median's standard error is below this fraction of it
     # calls of each side in one timing round (each on its own fresh inputs, one request to the runner): 0 is as many as
-    # fit in the supervisor's bounds on a GPU (judge/supervisor.py calls_per_round), 1 on the CPU
+    # fit in the supervisor's bounds on a GPU (judge/supervisor/plan.py calls_per_round), 1 on the CPU
     round_calls: int = 0
     # pairs of runner processes the timing runs in, each pair started afresh (judge/stats.py another_pair): 0 is one,
     # and on the CPU a second where the first's speedup lies outside +-5% (noisy or not), a third where those leave it in doubt

@@ -281,7 +281,7 @@ def test_a_cpu_runner_that_times_pins_its_thread_and_each_of_torchs_pool_threads
 
 
 def test_a_build_steps_runner_leaves_its_threads_free_so_that_its_compilers_may_use_every_core(tmp_path):
-    _, tasks = _threads_after_setup(tmp_path, p.Setup("cpu", threads=2))  # as Supervisor.build sets one up
+    _, tasks = _threads_after_setup(tmp_path, p.Setup("cpu", threads=2))  # as Builder.build sets one up
     assert all(cores == os.sched_getaffinity(0) for cores in tasks.values()), tasks
 
 

@@ -7,7 +7,7 @@ and a writer is never starved):
 * **exclusive** (the writer): a timing window, or the reference's first call and the quiet-GPU probe.
   No other judge's work runs on the device meanwhile.
 * A shared holder in a long call steps aside for a waiting exclusive one (it stops its candidate, lets the
-  lock go, queues again: ``Supervisor.step_aside``), so that one long first call (inductor, autotune) does
+  lock go, queues again: ``Runners.step_aside``), so that one long first call (inductor, autotune) does
   not hold every other judge's timing, and with it every new reader, for its whole length.
 * **shared** (readers): untimed device work (the candidate's construction, correctness trials and
   their first calls, where Triton JIT, autotune, inductor and CUDA-graph capture happen; the
@@ -175,7 +175,7 @@ def cpu_timing_holder(lock_dir: str) -> int | None:
 def wait_while_cpu_timing(lock_dir: str, poll: float = 0.05, limit: float = 120.0, mine: int | None = None) -> None:
     """Wait while another evaluation times on the CPU (a holder other than ``mine``), at most ``limit`` seconds:
     a new build is held back before it starts (its supervisor and build step import torch: seconds of CPU),
-    a running build step while it is stopped (Supervisor.pause_for_timing)."""
+    a running build step while it is stopped (Device.pause_for_timing)."""
     deadline = time.monotonic() + limit
     while cpu_timing_holder(lock_dir) not in (None, mine) and time.monotonic() < deadline:
         time.sleep(poll)

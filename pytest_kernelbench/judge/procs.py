@@ -19,7 +19,7 @@ def child_setup(limit_bytes: int, parent: int):
 
     A process whose parent is killed (SIGKILL, an OOM kill) would otherwise live on in its own
     session, holding the device lock while its candidate hangs. Linux delivers SIGKILL to it
-    when the parent dies (PR_SET_PDEATHSIG); the supervisor also watches for it (see supervisor.py).
+    when the parent dies (PR_SET_PDEATHSIG); the supervisor also watches for it (die_with_parent).
     Everything is looked up here, in the parent: between fork and exec the child must not
     import (another thread may hold the import lock at fork time).
     """

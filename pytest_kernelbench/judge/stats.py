@@ -7,7 +7,7 @@ The early stop of big GPU calls (:meth:`Stopper.precise`) reads sigma from the i
 instead, which a few slow calls do not inflate (a 3.1 ms reduction's reference taking up to 7.2 ms
 kept a median known within 0.2% timing for 79 calls); the full rule keeps the standard deviation,
 whose extra samples held the level-1 references within +-2% where the robust rule did not
-(docs/performance.md, sixteenth session).
+(docs/history/performance-log.md, "Sixteenth session").
 
 Wall-clock cross-check. A runner's event times are claims (candidate code shares its process).
 For every call the supervisor also measures its own wall time, from the moment it starts writing
@@ -79,7 +79,7 @@ class Stopper:
 
     def precise(self, samples: dict[str, list[float]], floor: int, rel_err: float) -> bool:
         """Whether every side has ``floor`` samples and its median is known within ``rel_err`` of itself: the early
-        stop of calls too big to share a round (``Supervisor.timed_batch``), whose every sample costs a full fresh input set.
+        stop of calls too big to share a round (``Timer.timed_batch``), whose every sample costs a full fresh input set.
         With ``robust`` the precision comes from the interquartile range: one slow call in sixteen does not defer it."""
         n = min((len(v) for v in samples.values()), default=0)
         return n >= floor and all(median_rel_err(v, self.robust) < rel_err for v in samples.values())
@@ -236,7 +236,7 @@ def another_pair(pairs: list[PairTiming], asked: int, device: str, process_sd: f
     * on a CPU, a second where the first's speedup lies outside +-PAIR_BAND, noisy or not, and (nineteenth session) even
       where its interval is too wide to say anything. A noisy pair's interval stays in the hull, so the result stays
       noisy, but its printed figure moves towards what the processes agree on (fifteenth session: 96.4% within +-5%
-      against 92.8% for not-noisy first pairs only, ``benchmarks/cpu_pairs_bootstrap.py``);
+      against 92.8% for not-noisy first pairs only, ``benchmarks/experiments/cpu_pairs_bootstrap.py``);
     * on a GPU, a second only near parity: where the first's speedup lies outside +-GPU_BAND yet within DOUBT_Z standard
       deviations of 1.0, its rounds' and the offset ``process_sd`` a pair of processes draws (:func:`_near_parity`). A
       reference judged against itself on the H100 drew offsets up to 10% (``L1-12`` 0.898 in one pair of the seventeenth
