@@ -100,7 +100,7 @@ def eval_command(
             console.print(
                 f"[green]correct[/] {problem.name}: {result.speedup:.3f}x (reference {result.ref_ms:.4g} ms, "
                 f"candidate {result.new_ms:.4g} ms, reward {result.reward:+.3f}) on {result.device_name or device}"
-                + (" [yellow]noisy: the timing's spread cannot tell this speedup from none[/]" if result.extra.get("speedup_noisy") else "")
+                + (" [yellow]noisy: the timing's spread cannot tell this speedup from none[/]" if result.extra.speedup_noisy else "")
             )
         elif result.outcome.value == "built":
             console.print(f"[green]built[/] {problem.name} (--device cpu-check: no timing, no reward)")

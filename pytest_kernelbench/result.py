@@ -7,6 +7,7 @@ import math
 import statistics
 from typing import Any
 
+from .extra import Extra
 from .outcome import Outcome, reward
 
 
@@ -76,7 +77,10 @@ class EvalResult:
     versions: dict[str, str] = dataclasses.field(default_factory=dict)
     stage_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     wall_seconds: float = 0.0
-    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    extra: Extra = dataclasses.field(default_factory=Extra)  # how it was judged (typed; a dict is taken too)
+
+    def __post_init__(self) -> None:
+        self.extra = Extra.from_dict(self.extra)
 
     @property
     def reward(self) -> float | None:
@@ -95,7 +99,9 @@ class EvalResult:
         return self.new.median if self.new else None
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data.update(ref=self.ref and self.ref.to_dict(), new=self.new and self.new.to_dict(), extra=self.extra.to_dict())
+        data["versions"], data["stage_seconds"] = dict(self.versions), dict(self.stage_seconds)
         data["outcome"] = self.outcome.value
         data["reward"] = self.reward
         data["ref_ms"] = self.ref_ms

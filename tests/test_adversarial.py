@@ -151,7 +151,7 @@ def test_the_judge_concludes_what_the_file_says(name, scene):
         if "speedup-below" in spec:
             assert result.speedup < float(spec["speedup-below"]), detail
         if "claim-below" in spec:
-            assert result.extra["wall_check"]["event_speedup"] < float(spec["claim-below"]), detail
+            assert result.extra.wall_check["event_speedup"] < float(spec["claim-below"]), detail
     else:
         assert result.speedup is None
     check = spec.get("check")
@@ -176,15 +176,15 @@ CLOCK_LIES = ("forges_reply_timing", "patches_runner_clock")  # 'rejected' unles
 def test_the_verdict_holds_with_rounds_of_several_calls(name, scene):
     spec = headers(name)
     result = judge(name, scene, round_calls=4)
-    detail = f"{name}: {result.outcome} speedup={result.speedup} {result.message[:1500]} {result.extra.get('wall_check')}"
+    detail = f"{name}: {result.outcome} speedup={result.speedup} {result.message[:1500]} {result.extra.wall_check}"
     if name in CLOCK_LIES and result.outcome is Outcome.CORRECT:
         # a loaded 2-core machine's noise can widen the wall-clock bound past the lie (docs/judge.md, "Timing rounds"):
         # then the claim must still be the lie, and the printed speedup only what the supervisor's clock vouches for
-        assert result.extra["wall_check"]["event_speedup"] > 10 and result.extra["speedup_capped"], detail
+        assert result.extra.wall_check["event_speedup"] > 10 and result.extra.speedup_capped, detail
         assert result.speedup < 2.0, detail
     else:
         assert result.outcome.value in spec["judge"].split("|"), detail
-    assert result.stage == ("done" if result.correct else "time") and result.extra["calls_per_round"] == 4, (result.stage, result.extra)
+    assert result.stage == ("done" if result.correct else "time") and result.extra.calls_per_round == 4, (result.stage, result.extra)
 
 
 def no_survivor(scene: dict) -> None:
@@ -241,13 +241,13 @@ CHECKS = {"no-survivor": no_survivor, "next-candidate-clean": next_candidate_cle
 
 def test_op_breakdown_is_reported_for_every_candidate(scene):
     result = evaluate(tiny_problem(), Candidate((DATA / "broken" / "correct.py").read_text(), "", "c"), cpu_config())
-    assert result.extra["aten_ops"] == {"aten.t": 1, "aten.addmm": 1, "aten.clamp_min": 1}
+    assert result.extra.aten_ops == {"aten.t": 1, "aten.addmm": 1, "aten.clamp_min": 1}
 
 
 def test_near_constant_problems_are_flagged_as_suspect():
     problem = problem_from_path(DATA / "constant" / "level9" / "1_NearConstant.py")
     result = evaluate(problem, Candidate((DATA / "constant" / "solution.py").read_text(), "", "c"), cpu_config())
     assert result.outcome is Outcome.CORRECT
-    assert result.extra["suspect_constant_output"] is True and result.extra["output_sensitivity"] < 1e-5
+    assert result.extra.suspect_constant_output is True and result.extra.output_sensitivity < 1e-5
     ordinary = evaluate(tiny_problem(), Candidate((DATA / "broken" / "correct.py").read_text(), "", "c"), cpu_config())
-    assert ordinary.extra["suspect_constant_output"] is False and ordinary.extra["output_sensitivity"] > 0.1
+    assert ordinary.extra.suspect_constant_output is False and ordinary.extra.output_sensitivity > 0.1

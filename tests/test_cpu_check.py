@@ -59,7 +59,7 @@ def test_a_good_cuda_candidate_is_built_by_nvcc_for_the_set_arch_and_never_run(t
     result = check(tiny_problem(), "cuda_relu", build_dir=str(tmp_path), pch_dir="off", timeout=600)
     assert result.outcome is Outcome.BUILT, result.message
     assert result.reward is None and result.speedup is None and result.ref is None
-    assert "TORCH_CUDA_ARCH_LIST=9.0" in result.message and result.extra["cpu_check"] == "nvcc"
+    assert "TORCH_CUDA_ARCH_LIST=9.0" in result.message and result.extra.cpu_check == "nvcc"
     objects = {p.name for p in tmp_path.rglob("*.o")}
     assert objects == {"cuda.cuda.o", "main.o"} and not list(tmp_path.rglob("*.so"))  # compiled, linked nothing
     assert "init" not in result.stage_seconds and "run" not in result.stage_seconds  # never constructed, never called
@@ -72,7 +72,7 @@ def test_a_good_cuda_candidate_is_built_by_nvcc_for_the_set_arch_and_never_run(t
 def test_a_wrong_triton_kernel_is_incorrect_on_the_scaled_down_inputs():
     result = check(problem_from_path(BIG_RELU), "triton_leaky")
     assert result.outcome is Outcome.INCORRECT, result.message
-    assert result.extra["scaled"] == {"batch_size": [4096, 256], "dim": [65536, 4096]}
+    assert result.extra.scaled == {"batch_size": [4096, 256], "dim": [65536, 4096]}
     assert "values outside" in result.message and "sizes scaled down: batch_size 4096->256, dim 65536->4096" in result.message
 
 

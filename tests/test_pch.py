@@ -317,10 +317,10 @@ def test_a_load_inline_candidate_is_judged_with_the_shared_header(tmp_path):
     events = _events(root)
     assert [e["event"] for e in events] == ["built", "used", "used"], events
     assert len({e["source"] for e in events[1:]}) == 2
-    assert [r.extra["pch"] for r in outcomes] == [{"built": 1, "used": 1}, {"used": 1}]
+    assert [r.extra.pch for r in outcomes] == [{"built": 1, "used": 1}, {"used": 1}]
     # A re-judge loads the cached library: no build step, and its old requests are not served again.
     again = evaluate(problem, Candidate(CPP_CANDIDATE.replace("OFFSET", "0"), "", "offset=0"), config)
-    assert again.outcome.value == "correct" and again.extra["build_cached"] is True
+    assert again.outcome.value == "correct" and again.extra.build_cached is True
     assert "pch" not in again.extra and "pch" not in again.stage_seconds
     assert len(_events(root)) == 3
     ninja = next((tmp_path / "builds").glob("*/kb_pch_probe/build.ninja")).read_text()

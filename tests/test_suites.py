@@ -85,7 +85,7 @@ def test_a_failed_performance_sample_counts_one_and_fails_the_item_but_not_corre
     task = OpTask("aten.relu.default", (OpSample((TensorSpec((2,)),)),), (OpSample((TensorSpec((8,)),)), OpSample((TensorSpec((9,)),))))
     impl = Implementation(task.op, "/d/relu/relu_implementation.py", "relu_kernel_impl")
     result = combine(task, "smoke", 0, impl, judged(), [judged(speedup=4.0), judged(Outcome.REJECTED, 9.0, "bad")])
-    entry = result.extra["op_suite"]
+    entry = result.extra.op_suite
     assert entry["correct"] is True and entry["performance"] == pytest.approx(2.0)  # sqrt(4.0 * 1.0)
     assert [s["speedup"] for s in entry["samples"]] == [4.0, 1.0]
     assert result.outcome is Outcome.REJECTED and "performance sample 1 (T[9] float32): bad" in result.message
@@ -102,7 +102,7 @@ def test_an_op_failing_a_correctness_sample_is_not_timed_and_its_message_names_t
 
     result = evaluate_op(task, "smoke", 1, AtenBackend().find(task), judge)
     assert [(name, timed) for name, timed, _ in calls] == [("add.Tensor-correctness", False)]
-    assert result.extra["op_suite"]["correct"] is False and result.extra["op_suite"]["performance"] == 1.0
+    assert result.extra.op_suite["correct"] is False and result.extra.op_suite["performance"] == 1.0
     listing = result.message.splitlines()
     assert listing[0].startswith("aten.add.Tensor, correctness samples: trial 2/5: output 2")
     assert listing[2] == "  sample 2: (T[2, 3] float32, T[2, 3] float32, alpha=2)"  # the failing sample first

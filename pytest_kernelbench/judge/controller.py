@@ -24,6 +24,7 @@ from pathlib import Path
 from ..build.bytecode import bytecode_prefix
 from ..candidates import Candidate
 from ..config import EvalConfig, mode_unavailable
+from ..extra import Extra
 from ..outcome import Outcome
 from ..problems import Problem
 from ..result import EvalResult, TimingStats
@@ -142,7 +143,7 @@ def evaluate(
                       candidate_path=candidate.path)  # fmt: skip
     unavailable = mode_unavailable(config.mode, config.device)
     if unavailable:  # no verdict: this machine cannot run the baseline (pytest skips such items before they get here)
-        base.outcome, base.message, base.extra = Outcome.HARNESS_ERROR, unavailable, {"skipped": unavailable}
+        base.outcome, base.message, base.extra = Outcome.HARNESS_ERROR, unavailable, Extra(skipped=unavailable)
         return base
     Path(config.build_dir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kb-eval-") as tmp:
@@ -209,7 +210,7 @@ def _merge(base: EvalResult, found: dict) -> EvalResult:
     base.stage_seconds = {k: round(v, 4) for k, v in found.get("stage_seconds", {}).items()}
     base.max_abs_diff = found.get("max_abs_diff")
     base.trials = found.get("trials", 0)
-    base.extra = found.get("extra", {})
+    base.extra = Extra.from_dict(found.get("extra"))
     samples = found.get("samples")
     if base.outcome is Outcome.CORRECT and samples:
         base.ref = TimingStats.from_samples(samples["ref"])

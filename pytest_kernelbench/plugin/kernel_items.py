@@ -21,7 +21,7 @@ def test_kernel(kb_problem, kb_session, kb_candidate, request, record_property):
         value = getattr(result, name)
         record_property(name, value.value if isinstance(value, Outcome) else value)
     if result.correct:
-        record_property("speedup_noisy", bool(result.extra.get("speedup_noisy")))
+        record_property("speedup_noisy", bool(result.extra.speedup_noisy))
     if "benchmark" in request.fixturenames:
         benchmark_bridge.record(request.getfixturevalue("benchmark"), result)
 

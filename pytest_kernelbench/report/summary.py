@@ -28,13 +28,13 @@ def fast_p(results: list[EvalResult], p: float) -> float:
 
 
 def is_noisy(result: EvalResult) -> bool:
-    return bool(result.correct and (getattr(result, "extra", None) or {}).get("speedup_noisy"))  # kbagent's plots pass bare records
+    return bool(result.correct and getattr(getattr(result, "extra", None), "speedup_noisy", None))  # kbagent's plots pass bare records
 
 
 def _shown_speedup(result: EvalResult) -> float:
     """The speedup a claim of "faster than p" may rest on: a noisy one's interval's low end."""
     if is_noisy(result):
-        low = (result.extra.get("speedup_interval") or [0.0])[0]
+        low = (result.extra.speedup_interval or [0.0])[0]
         return min(result.speedup or 0.0, low or 0.0)
     return result.speedup or 0.0
 
@@ -53,7 +53,7 @@ def summarize(results: list[EvalResult]) -> dict[str, Any]:
         "outcomes": {o.value: counts.get(o.value, 0) for o in Outcome},
         "fast_p": {f"fast_{p:g}": fast_p(results, p) for p in FAST_P},
         "geomean_speedup": geomean_speedup(results),
-        "suspect_constant_output": sorted(r.problem for r in results if r.extra.get("suspect_constant_output")),
+        "suspect_constant_output": sorted(r.problem for r in results if r.extra.suspect_constant_output),
         "noisy_speedup": sorted(r.problem for r in results if is_noisy(r)),
         "mean_reward": _mean([r.reward for r in results if r.reward is not None]),
         **_op_scores(results),

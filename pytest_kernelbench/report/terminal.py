@@ -30,7 +30,7 @@ def render_summary(results: list[EvalResult], *, verbose: bool, width: int = 100
             rows.add_column(column, justify=justify, overflow="fold")
         for r in results:
             style = _STYLE.get(r.outcome.value, "yellow")
-            suspect = " [yellow](near-constant output: speedup suspect)[/]" if r.extra.get("suspect_constant_output") else ""
+            suspect = " [yellow](near-constant output: speedup suspect)[/]" if r.extra.suspect_constant_output else ""
             rows.add_row(
                 r.problem + suspect,
                 f"[{style}]{r.outcome.value}[/]",
@@ -67,7 +67,7 @@ def _speedup(result: EvalResult) -> str:
     if result.speedup is None:
         return "-"
     if is_noisy(result):
-        low, high = (result.extra.get("speedup_interval") or [None, None])[:2]
+        low, high = (result.extra.speedup_interval or [None, None])[:2]
         span = f" {low:.2f}-{high:.2f}" if low is not None and high is not None else ""
         return f"[yellow]{result.speedup:.2f}x noisy{span}[/]"
     return f"{result.speedup:.2f}x"

@@ -1,5 +1,5 @@
 """One op's item: a correctness evaluation of all its correctness samples, then one timed evaluation per
-performance sample, combined into one :class:`EvalResult` whose ``extra["op_suite"]`` the scores read.
+performance sample, combined into one :class:`EvalResult` whose ``extra.op_suite`` the scores read.
 
 As BackendBench does: the op is correct when every correctness sample passes; its performance is the
 geometric mean over its performance samples of the speedup over ATen, a sample that fails counting 1.0.
@@ -15,12 +15,12 @@ import re
 from collections.abc import Callable
 
 from ..candidates import Candidate
+from ..extra import Extra
 from ..problems import Problem
 from ..result import EvalResult
 from .backend_dir import Implementation
 from .base import OpSample, OpTask
 from .codegen import candidate_source, problem_source
-from .scores import KEY
 
 # (problem, candidate, timed): the judge's result; ``timed`` False for the correctness evaluation, whose
 # timing phase is of no use (the caller may shorten it).
@@ -54,13 +54,16 @@ def sample_speedup(result: EvalResult) -> float:
     return speedup
 
 
+_SPEEDUP_FACTS = frozenset(f.name for f in dataclasses.fields(Extra) if "speedup" in f.name)  # one timing's facts
+
+
 def combine(task: OpTask, suite: str, index: int, impl: Implementation, first: EvalResult, timed: list[EvalResult]) -> EvalResult:
     speedups = [sample_speedup(r) for r in timed]
     performance = math.exp(sum(math.log(s) for s in speedups) / len(speedups)) if speedups else 1.0
     failed = next((r for r in timed if not r.correct), None)
     single = len(timed) == 1 and failed is None
     # the timed sample's extra (its speedup's facts) when it is the op's only one; else none of the judge's speedup facts
-    extra = dict(timed[0].extra) if single else {k: v for k, v in first.extra.items() if "speedup" not in k}
+    extra = timed[0].extra.copy() if single else first.extra.copy(drop=_SPEEDUP_FACTS)
     result = dataclasses.replace(first, problem=task.name, level=suite, problem_id=index, candidate_path=impl.path or impl.label,
                                  speedup=None, ref=None, new=None, extra=extra)  # fmt: skip
     result.wall_seconds = first.wall_seconds + sum(r.wall_seconds for r in timed)
@@ -76,7 +79,7 @@ def combine(task: OpTask, suite: str, index: int, impl: Implementation, first: E
         result.speedup = performance
         if single:
             result.ref, result.new = timed[0].ref, timed[0].new
-    result.extra[KEY] = {
+    result.extra.op_suite = {
         "suite": suite,
         "op": task.op,
         "implementation": impl.path or impl.label,

@@ -15,12 +15,12 @@ from typing import Any
 
 from ..result import EvalResult
 
-KEY = "op_suite"  # EvalResult.extra key written by :mod:`.run`
+KEY = "op_suite"  # the EvalResult.extra field written by :mod:`.run` (its name in JSON reports)
 PERF_P = (1.0, 1.5, 2.0)
 
 
 def op_entries(results: list[EvalResult]) -> list[dict[str, Any]]:
-    return [r.extra[KEY] for r in results if isinstance(r.extra.get(KEY), dict)]
+    return [r.extra.op_suite for r in results if isinstance(r.extra.op_suite, dict)]
 
 
 def _performance(entry: dict[str, Any]) -> float:

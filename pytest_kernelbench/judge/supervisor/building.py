@@ -50,7 +50,7 @@ class Builder:
         ctx = self.ctx
         folder = BuildFolder(ctx.cfg.build_dir, self.build_key(), timeout=max(ctx.remaining(), 1.0))
         with folder:
-            ctx.found.extra["build_cached"] = cached = folder.cached
+            ctx.found.extra.build_cached = cached = folder.cached
             if not cached:
                 self._build_in(folder.path)
         return folder.path
@@ -75,7 +75,7 @@ class Builder:
             runners.stop(builder)
             if runners.pch is not None:  # trusted work for later builds, even after a failed build: not its time
                 ctx.status.enter("pch")
-                ctx.found.extra["pch"], runners.pch = runners.pch.close(), None
+                ctx.found.extra.pch, runners.pch = runners.pch.close(), None
                 ctx.status.enter("compile")
 
     @property
@@ -106,7 +106,7 @@ class Builder:
         """A runner's compiler settings, build folder and (not for a build step) its Triton and inductor caches."""
         extra = self.compiler_env()
         if folder is not None:
-            extra["TORCH_EXTENSIONS_DIR"] = str(folder)
+            extra.TORCH_EXTENSIONS_DIR = str(folder)
         if jit:
             caches = self.jit_cache()
             extra.update(TRITON_CACHE_DIR=str(caches / "triton"), TORCHINDUCTOR_CACHE_DIR=str(caches / "inductor"))

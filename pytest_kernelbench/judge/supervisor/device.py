@@ -61,7 +61,7 @@ class Device:
             if ctx.on_gpu:
                 free = self.free_bytes() / 2**30
                 extra = ctx.found.extra
-                extra["min_free_gib_at_lock"] = round(min(free, extra.get("min_free_gib_at_lock", free)), 2)
+                extra.min_free_gib_at_lock = round(min(free, extra.min_free_gib_at_lock or free), 2)
             yield
 
     def close_phase(self) -> None:
@@ -163,7 +163,8 @@ class Device:
             yield
             return
         self.core = {core}
-        record = self.ctx.found.extra.setdefault("timing_core", {"core": core, "threads": 0, "moved_back": 0})  # all pairs'
+        extra = self.ctx.found.extra
+        record = extra.timing_core = extra.timing_core or {"core": core, "threads": 0, "moved_back": 0}  # all pairs'
         record["threads"] += sum(cores.bind(pids, self.core)[0] for pids in runner_pids())
         try:
             yield
@@ -176,4 +177,4 @@ class Device:
         """A frozen candidate's threads back on the timing core (one it moved elsewhere during its call, or started)."""
         if self.core is not None:
             moved = cores.bind(members, self.core)[1]
-            self.ctx.found.extra["timing_core"]["moved_back"] += moved
+            self.ctx.found.extra.timing_core["moved_back"] += moved

@@ -75,7 +75,7 @@ class Evaluation:
         status.enter("done")
         self.found.update(outcome=outcome, message=message, stage="done" if outcome == "correct" else stage,
                           stage_seconds=status.stage_seconds)  # fmt: skip
-        return self.found.data
+        return self.found.to_dict()
 
     def evaluate(self) -> None:
         if self.builder.compile_only:
@@ -123,7 +123,7 @@ class Evaluation:
                     self.device.quiet_s = self.device.probe_floor()
         if ctx.on_gpu and ctx.fp.io_bytes[1] >= fused.MIN_ELEMENTS * 4:  # big outputs: seals, comparisons
             with self.found.split("reference.fused_warm"):  # compiled (or loaded) now, not in a locked phase
-                self.found.extra["fused_compare"] = fused.warm(ctx.device, self.timer.sealer.k1, self.timer.sealer.k2)
+                self.found.extra.fused_compare = fused.warm(ctx.device, self.timer.sealer.k1, self.timer.sealer.k2)
 
     def ready_reference(self) -> None:
         """The reference's runner set up, the problem's Model loaded in it and built (the seeded weights)."""
@@ -167,7 +167,7 @@ class Evaluation:
             return
         self.folder = folder
         self.runners.candidate = self.builder.launch_runner(folder)
-        self.found.extra["runner_early"] = True
+        self.found.extra.runner_early = True
 
     def prebuild(self) -> None:
         """The build pool's evaluation: the sandboxed build step alone. No reference runner, no problem, no device
@@ -199,7 +199,7 @@ class Evaluation:
         for plan.CHECK_ARCH) and links nothing (compile_only.py); it never runs. Outcome built, or compile_error."""
         self.ctx.status.enter("compile")
         self.runners.resolve_sandbox()
-        self.found.extra["cpu_check"] = "nvcc"
+        self.found.extra.cpu_check = "nvcc"
         env = self.builder.compiler_env()
         if "CUDA_HOME" not in env:
             raise Verdict("harness_error", "--device cpu-check: no CUDA toolkit here to compile the candidate's CUDA sources "
@@ -211,7 +211,7 @@ class Evaluation:
     def checked(self) -> Verdict:
         """Every trial's outputs matched on the CPU: the check passed; no timing without the GPU."""
         how = "triton-interpreter" if "triton" in self.ctx.source else "cpu"
-        self.found.extra["cpu_check"] = how
+        self.found.extra.cpu_check = how
         where = "in Triton's interpreter (TRITON_INTERPRET=1) on the CPU" if how == "triton-interpreter" else "on the CPU"
         return Verdict("built", f"matched the reference in {self.cfg.trials} trials {where}; not timed (--device cpu-check)")
 
@@ -223,12 +223,12 @@ class Evaluation:
         text, changes = scaled(path.read_text())
         if changes:
             path.write_text(text)
-            self.found.extra["scaled"] = changes
+            self.found.extra.scaled = changes
 
     def scaled_note(self) -> str:
         from ..shrink import describe
 
-        changes = self.found.extra.get("scaled")
+        changes = self.found.extra.scaled
         return f"\n(--device cpu-check ran the problem with its sizes scaled down: {describe(changes)})" if changes else ""
 
     # -------------------------------------------------------------- the candidate's calls
@@ -255,7 +255,7 @@ class Evaluation:
         with self.buffers.phase("run", shared=True, need=need), self.found.split("run.warm"):
             new.sets = self.buffers.encode_sets(new, [self.buffers.make_inputs()])
             self.runners.ask(new, p.Call(new.args, None), p.Called, label="warm-up call (untimed)")
-        self.found.extra["warm_step"] = True
+        self.found.extra.warm_step = True
 
     def trials(self) -> None:
         """Correctness trials, fresh inputs each; then the operator trace of one more call."""
@@ -275,14 +275,14 @@ class Evaluation:
         self.buffers.refill(new, [self.buffers.make_inputs()])
         reply = self.runners.ask(new, p.Trace(new.args, all_threads=self.cfg.strict), p.Traced, fail_ok=True)
         if reply.ok:
-            extra["aten_ops"], extra["aten_ops_all_threads"] = reply.ops, reply.all_threads
+            extra.aten_ops, extra.aten_ops_all_threads = reply.ops, reply.all_threads
         else:
-            extra["aten_ops"], extra["op_trace_error"] = {}, reply.error.strip().splitlines()[-1][:300]
+            extra.aten_ops, extra.op_trace_error = {}, reply.error.strip().splitlines()[-1][:300]
         if self.cfg.profile and self.ctx.on_gpu:
             self.profile()
         if self.cfg.strict:
             if not reply.ok:
-                raise Verdict("rejected", "--strict: the operators of ModelNew.forward could not be traced: " + extra["op_trace_error"])
+                raise Verdict("rejected", "--strict: the operators of ModelNew.forward could not be traced: " + extra.op_trace_error)
             compute = compute_ops(reply.ops)
             if compute:
                 listed = ", ".join(f"{op} x{k}" for op, k in list(compute.items())[:10])
@@ -294,9 +294,9 @@ class Evaluation:
         self.buffers.refill(new, [self.buffers.make_inputs()])
         reply = self.runners.ask(new, p.Profile(new.args), p.Profiled, fail_ok=True)
         if reply.ok:
-            self.found.extra["kernel_profile"] = {name: {"us": us, "launches": int(n)} for name, (us, n) in reply.kernels.items()}
+            self.found.extra.kernel_profile = {name: {"us": us, "launches": int(n)} for name, (us, n) in reply.kernels.items()}
         else:
-            self.found.extra["kernel_profile_error"] = (reply.error.strip().splitlines() or [""])[-1][:300]
+            self.found.extra.kernel_profile_error = (reply.error.strip().splitlines() or [""])[-1][:300]
 
     # -------------------------------------------------------------- after timing
 
@@ -311,7 +311,7 @@ class Evaluation:
         self.runners.stop_candidate()
         with self.buffers.phase("recheck", shared=True):
             self.buffers.bind(sides=(self.runners.reference,))
-            self.found.extra.update(self.timer.sensitivity())
+            self.found.extra.output_sensitivity, self.found.extra.suspect_constant_output = self.timer.sensitivity()
         self.add_pair()
 
     def add_pair(self) -> None:
@@ -329,14 +329,14 @@ class Evaluation:
         result = combine_pairs(self.pairs, process_sd)
         self.found.update(samples={"ref": list(self.pair_samples["reference"]), "new": list(self.pair_samples["candidate"])},
                           speedup=result.speedup)  # fmt: skip
-        extra.update(speedup_capped=result.capped, speedup_noisy=result.noisy,
-                     speedup_interval=[round(result.lo, 4), round(result.hi, 4) if math.isfinite(result.hi) else None])
+        extra.speedup_capped, extra.speedup_noisy = result.capped, result.noisy
+        extra.speedup_interval = [round(result.lo, 4), round(result.hi, 4) if math.isfinite(result.hi) else None]
         if len(self.pairs) == 1:
-            extra["speedup_process_sd"] = process_sd
+            extra.speedup_process_sd = process_sd
         else:
-            extra.pop("speedup_process_sd", None)
+            extra.speedup_process_sd = None
             pairs = zip(self.pairs, self.pair_refs, strict=True)
-            extra["process_pairs"] = [{**t.to_dict(), "reference": how} for t, how in pairs]
+            extra.process_pairs = [{**t.to_dict(), "reference": how} for t, how in pairs]
 
     @property
     def process_sd(self) -> float:
@@ -363,8 +363,9 @@ class Evaluation:
         while another_pair(self.pairs, self.cfg.process_pairs, ctx.device.type, self.process_sd):
             need = sum(status.stage_seconds.get(stage, 0.0) for stage in ("init", "time")) + PAIR_START_S
             if ctx.remaining() < need:  # the offset stays unknown: the speedup is not printed as a steady one
-                self.found.extra.update(speedup_noisy=True, process_pairs_skipped=f"{ctx.remaining():.0f} s left of the "
-                                        f"candidate's time, a new pair of runners needs about {need:.0f} s")  # fmt: skip
+                self.found.extra.speedup_noisy = True
+                self.found.extra.process_pairs_skipped = (f"{ctx.remaining():.0f} s left of the candidate's time, a new pair "
+                                                          f"of runners needs about {need:.0f} s")  # fmt: skip
                 return
             status.enter("reference")
             runners.stop(runners.reference)

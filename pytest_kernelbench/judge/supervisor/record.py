@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from ...config import EvalConfig
+from ...extra import Extra
 from ..assignment import Assignment
 from ..stages import STAGES, charged
 from .plan import Footprint
@@ -58,11 +59,11 @@ class Findings:
     its ``extra`` (how it was judged), with the tallies of seconds that benchmarks/throughput.py sums."""
 
     def __init__(self) -> None:
-        self.data: dict[str, Any] = {"extra": {}}
+        self.data: dict[str, Any] = {}
+        self.extra = Extra()
 
-    @property
-    def extra(self) -> dict[str, Any]:
-        return self.data["extra"]
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.data, "extra": self.extra.to_dict()}
 
     def update(self, **fields: Any) -> None:
         self.data.update(fields)
@@ -88,11 +89,10 @@ class Findings:
         self.tally(key, name, _perf_counter() - since)
 
     def tally(self, key: str, name: str, seconds: float) -> None:
-        totals = self.extra.setdefault(key, {})
-        totals[name] = round(totals.get(name, 0.0) + seconds, 4)
+        self.extra.tally(key, name, seconds)
 
     def count(self, key: str, by: int = 1) -> None:
-        self.extra[key] = self.extra.get(key, 0) + by
+        self.extra.count(key, by)
 
 
 @dataclasses.dataclass

@@ -150,7 +150,7 @@ class Runners:
             self.sandbox = resolve(self.ctx.cfg.sandbox)
         except SandboxUnavailable as exc:
             raise Verdict("harness_error", str(exc)) from None
-        self.ctx.found.extra["sandbox"] = self.sandbox.label
+        self.ctx.found.extra.sandbox = self.sandbox.label
 
     def start_reference(self, fork: bool = True, tag: str = "") -> Side:
         """The reference's runner: a plain child process (trusted code; level 4 needs the network and caches).

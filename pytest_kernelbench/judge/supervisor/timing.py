@@ -59,27 +59,27 @@ class Timer:
                 self.device.settle()
             graph = ctx.cfg.timer == "cuda-graph" and ctx.on_gpu
             self.round_calls = 1 if graph else calls_per_round(ctx.fp, ctx.cfg.round_calls)
-            extra["calls_per_round"] = self.round_calls
+            extra.calls_per_round = self.round_calls
             with found.split("time.bind"):
                 self.buffers.bind(calls=self.round_calls, moving=not graph)  # a graph reads the places it was captured with
             if candidate.slack:
-                extra["input_slack_mib"] = candidate.slack >> 20
+                extra.input_slack_mib = candidate.slack >> 20
             with found.split("time.warmup"):
                 warm = math.ceil(ctx.cfg.warmup / self.round_calls)  # the warm-up's calls, in whole rounds, each checked
                 for k in range(warm):
                     graph = self.timed_round(f"warm-up {self.unit} {k + 1}", k % 2 == 1, graph, keep=False)
             for key in ("timed_calls", "checked_calls"):
                 found.count(key, warm * self.round_calls)
-            extra["timer"] = "cuda-graph" if graph else "events" if ctx.on_gpu else "perf_counter"
+            extra.timer = "cuda-graph" if graph else "events" if ctx.on_gpu else "perf_counter"
             with found.split("time.batch"):
                 graph, check = self.timed_batch(graph)
             if not check.ok:
                 first = check
-                extra["wall_check_first_batch"] = first.to_dict()
+                extra.wall_check_first_batch = first.to_dict()
                 graph, check = self.timed_batch(graph, again=True)
             if candidate.slack:  # how many places its inputs were read from (the phase's end drops them)
-                extra["input_places"] = len(candidate.places)
-        extra["wall_check"] = check.to_dict()
+                extra.input_places = len(candidate.places)
+        extra.wall_check = check.to_dict()
         if not check.ok:
             raise Verdict("rejected", check.message() + f" (and in a first batch of timed calls: {first.excess_ms * 1e3:.0f} us "
                           f"over a bound of {first.bound_ms * 1e3:.0f} us)")  # fmt: skip
@@ -105,9 +105,9 @@ class Timer:
             checks = [check_timed_call(self.ctx.fp, cfg.check_all_below_mb, early) for _ in range(self.round_calls)]
             graph = self.timed_round(f"{name} {rounds + 1}", rounds % 2 == 1, graph, keep=True, checks=checks)
             rounds, checked = rounds + 1, checked + sum(checks)
-        extra["timing_stop"] = "early" if early and len(self.samples["reference"]) < cfg.timing_min_reps else "rule"
+        extra.timing_stop = "early" if early and len(self.samples["reference"]) < cfg.timing_min_reps else "rule"
         if early:  # which standard error the early stop read (stats.Stopper.precise)
-            extra["early_stop_se"] = "iqr" if robust else "stdev"
+            extra.early_stop_se = "iqr" if robust else "stdev"
         self.ctx.found.count("checked_calls", checked)
         self.ctx.found.count("timed_calls", rounds * self.round_calls)
         s, w = self.samples, self.walls
@@ -148,7 +148,7 @@ class Timer:
         for side, rec in records.items():
             offstream = sum(reply.offstream for reply in rec.replies)
             if offstream:
-                counts = found.extra.setdefault("offstream_calls", {})
+                counts = found.extra.offstream_calls = found.extra.offstream_calls or {}
                 key = "ref" if side == "reference" else "new"
                 counts[key] = counts.get(key, 0) + offstream
             if keep:
@@ -156,7 +156,7 @@ class Timer:
                 self.walls[side].append(rec.wall_ms / len(rec.replies))
         errors = [r.graph_error for rec in records.values() for r in rec.replies if r.graph_error]
         if graph and errors:
-            found.extra["cuda_graph_error"] = errors[0]
+            found.extra.cuda_graph_error = errors[0]
             return False
         return graph
 
@@ -243,22 +243,23 @@ class Timer:
             worst = max(worst, diff)
         return worst
 
-    def sensitivity(self) -> dict[str, Any]:
-        """How much the reference output moves between two random inputs (METR's near-constant problems)."""
+    def sensitivity(self) -> tuple[float | None, bool | None]:
+        """How much the reference output moves between two random inputs (METR's near-constant problems), and whether
+        it stays within the tolerance (a near-constant output); (None, None) without floating-point outputs."""
         ref = self.runners.reference
         self.call(ref, [self.buffers.make_inputs()])
         first = [s.clone() for s in ref.slots if s.is_floating_point()]
         self.call(ref, [self.buffers.make_inputs()])
         second = [s for s in ref.slots if s.is_floating_point()]
         if not first or not any(t.numel() for t in first):
-            return {}
+            return None, None
         spread, suspect = 0.0, True
         for a, b in zip(first, second, strict=True):
             if a.numel():
                 _, over, diff = compare_chunked(a, b, self.ctx.cfg.atol, self.ctx.cfg.rtol)
                 spread, suspect = max(spread, diff), suspect and over == 0
         scale = max(float(a.abs().max()) for a in first if a.numel()) or 1.0
-        return {"output_sensitivity": spread / scale, "suspect_constant_output": bool(suspect)}
+        return spread / scale, bool(suspect)
 
 
 def _first_changed(inputs: list[torch.Tensor], pristine: list[torch.Tensor]) -> int | None:
