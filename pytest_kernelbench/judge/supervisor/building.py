@@ -106,7 +106,7 @@ class Builder:
         """A runner's compiler settings, build folder and (not for a build step) its Triton and inductor caches."""
         extra = self.compiler_env()
         if folder is not None:
-            extra.TORCH_EXTENSIONS_DIR = str(folder)
+            extra["TORCH_EXTENSIONS_DIR"] = str(folder)
         if jit:
             caches = self.jit_cache()
             extra.update(TRITON_CACHE_DIR=str(caches / "triton"), TORCHINDUCTOR_CACHE_DIR=str(caches / "inductor"))
