@@ -14,6 +14,7 @@ Each file says, in comment lines at its top, what the judge must conclude:
                                 supervisor's clock resolves the candidate's time
     # check: NAME               a check made from outside the sandbox after the verdict (below)
     # round-calls: N            judge it with N calls of each side per timing round (--kb-round-calls)
+    # sandbox: MODE             judge it with --kb-sandbox MODE (off: no bwrap, the cgroup alone contains it)
 
 ``{{NAME}}`` in a file is filled in by the test (a marker, a planted secret, a port, the folders).
 """
@@ -125,6 +126,8 @@ def judge(name: str, scene: dict, **overrides):
         settings["timeout"] = float(spec["timeout"])
     if "round-calls" in spec:
         settings["round_calls"] = int(spec["round-calls"])
+    if "sandbox" in spec:  # off: no bwrap (no PID namespace), to show what the cgroup alone holds
+        settings["sandbox"] = spec["sandbox"]
     settings.update(overrides)
     candidate = Candidate(source_for(name, scene["values"]), "", name)
     return evaluate(problem_for(spec), candidate, cpu_config(**settings))

@@ -38,6 +38,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from . import cgroups
 from .procs import child_setup, kill_tree, tree_rss
 
 SCRATCH = Path("/tmp/kb")  # the runner's scratch folder inside the sandbox
@@ -82,10 +83,13 @@ class SandboxInfo:
     bwrap: str = ""
     overlay: bool = False  # overlayfs works inside it
     reason: str = ""  # why there is none
+    cgroups: bool = False  # each candidate runner and build step in a cgroup of its own (cgroups.py)
+    cgroup_label: str = ""  # what cgroups.support() found, or why none
 
     @property
     def label(self) -> str:
-        return "bwrap" if self.kind == "bwrap" else f"none ({self.reason})"
+        box = "bwrap" if self.kind == "bwrap" else f"none ({self.reason})"
+        return f"{box}, {self.cgroup_label}" if self.cgroup_label else box
 
 
 def bwrap_path() -> str | None:
@@ -120,13 +124,18 @@ def probe() -> SandboxInfo:
 
 
 def resolve(mode: str) -> SandboxInfo:
-    """The sandbox a run uses: ``auto`` (bwrap if it works), ``required`` (bwrap or an error), ``off``."""
-    if mode == "off":
-        return SandboxInfo("none", reason="--kb-sandbox off")
+    """The sandbox a run uses: ``auto`` (bwrap and cgroups where they work), ``required`` (both, or an error), ``off``
+    (no bwrap; cgroups where they work)."""
+    where = cgroups.support()
+    if mode == "off":  # no bwrap; the cgroups still contain (they hide nothing, they only count and stop)
+        return SandboxInfo("none", reason="--kb-sandbox off", cgroups=where.ok, cgroup_label=where.label)
     info = probe()
     if info.kind == "none" and mode == "required":
         raise SandboxUnavailable(f"--kb-sandbox required: {info.reason}; or use --kb-sandbox auto to judge without one")
-    return info
+    if not where.ok and mode == "required":
+        raise SandboxUnavailable(f"--kb-sandbox required: {where.label}; run as root on Linux 5.14+ with cgroup v2 mounted, "
+                                 "or use --kb-sandbox auto to judge without cgroups")  # fmt: skip
+    return dataclasses.replace(info, cgroups=where.ok, cgroup_label=where.label)
 
 
 def runner_env(source: dict[str, str], home: Path, package_root: str, extra: dict[str, str]) -> dict[str, str]:
@@ -205,8 +214,9 @@ class RunnerProcess:
     """A sandboxed (or plain) child process with one socket descriptor passed in."""
 
     def __init__(self, info: SandboxInfo, argv: list[str], *, env: dict[str, str], mounts: Mounts, work: Path, scratch: Path,
-                 log_path: Path, pass_fd: int):  # fmt: skip
+                 log_path: Path, pass_fd: int, cgroup: cgroups.Cgroup | None = None):  # fmt: skip
         self.info = info
+        self.cgroup = cgroup  # the tree's own cgroup: joined before exec, so every descendant is born in it
         self.scratch = scratch  # inside the sandbox (a tmpfs), or a host folder without one
         copies: dict[Path, Path] = {}
         if info.kind == "bwrap" and not info.overlay:
@@ -215,15 +225,20 @@ class RunnerProcess:
                 shutil.copytree(path, copies[path], symlinks=True)
         if info.kind == "bwrap":
             cmd = bwrap_command(info, argv, mounts, scratch, copies)
-            preexec = None
+            setup = None
         else:
             (self.scratch / "home").mkdir(parents=True, exist_ok=True)
             cmd = argv
-            preexec = child_setup(0, os.getpid())
-        with log_path.open("ab") as log:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                         cwd=str(self.scratch if info.kind != "bwrap" else work), pass_fds=[pass_fd],
-                                         start_new_session=True, preexec_fn=preexec)  # fmt: skip
+            setup = child_setup(0, os.getpid())
+        fds = cgroup.join_fds() if cgroup is not None else []
+        try:
+            with log_path.open("ab") as log:
+                self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                             cwd=str(self.scratch if info.kind != "bwrap" else work), pass_fds=[pass_fd],
+                                             start_new_session=True, preexec_fn=_preexec(setup, fds))  # fmt: skip
+        finally:
+            for fd in fds:
+                os.close(fd)
         self.pid = self.proc.pid
 
     def poll(self) -> int | None:
@@ -236,15 +251,35 @@ class RunnerProcess:
             return None
 
     def kill(self) -> None:
-        """SIGKILL the process and everything it started; reap it."""
+        """SIGKILL the process and everything it started (its cgroup whole, then any tree left); reap it."""
+        if self.cgroup is not None:
+            self.cgroup.kill()
         kill_tree(self.pid)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        if self.cgroup is not None:
+            self.cgroup.close()
 
     def rss_bytes(self) -> int:
-        return tree_rss(self.pid)
+        """Host memory of the tree: in a cgroup every page it is charged for (tmpfs and shared memory too), else its
+        processes' resident memory less the buffers the supervisor shares with it."""
+        counted = self.cgroup.memory_bytes() if self.cgroup is not None else 0
+        return counted or tree_rss(self.pid)
+
+
+def _preexec(setup: Callable[[], None] | None, fds: list[int]) -> Callable[[], None] | None:
+    """What the child runs before exec: join its cgroup first (nothing of it runs outside), then ``setup``."""
+    if not fds:
+        return setup
+
+    def run() -> None:
+        cgroups.join(fds)
+        if setup is not None:
+            setup()
+
+    return run
 
 
 class ForkedRunner:
@@ -255,6 +290,7 @@ class ForkedRunner:
 
     def __init__(self, target: Callable[[int, str], int], *, scratch: Path, log_path: Path, pass_fd: int, close_fds: list[int]):
         self.info = SandboxInfo("none", reason="the reference is trusted")
+        self.cgroup = None  # trusted: its own process, never frozen
         self.scratch = scratch
         self.scratch.mkdir(parents=True, exist_ok=True)
         setup = child_setup(0, os.getpid())

@@ -20,6 +20,7 @@ this module before any candidate code exists.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import json
@@ -169,6 +170,10 @@ class SharedBuffer:
         else:
             fd = os.memfd_create("kb-shared", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.ftruncate(fd, max(nbytes, 1))
+            # the pages are this process's from the start: a runner that writes its outputs into them is not charged for
+            # them in its cgroup (cgroups.py counts the candidate's own shared memory, not the judge's buffers)
+            with contextlib.suppress(OSError):
+                os.posix_fallocate(fd, 0, max(nbytes, 1))
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
             mapping = _HostMapping(fd, max(nbytes, 1))
         return cls(nbytes, device, mapping, fd)

@@ -16,7 +16,6 @@ from filelock import Timeout
 
 from .. import cores
 from ..locking import admitted, cpu_timing_holder, device_lock, mark_cpu_timing, wait_while_cpu_timing
-from ..procs import freeze_tree, thaw
 from .plan import PAUSE_LIMIT, admission_bytes, exclusive_need
 from .record import Context, Verdict
 
@@ -96,9 +95,9 @@ class Device:
     def free_bytes(self) -> int:
         return int(torch.cuda.mem_get_info(self.ctx.device)[0])
 
-    def pause_for_timing(self, pid: int) -> float:
-        """While another evaluation times on the CPU (its marker in the lock folder), stop the build step ``pid``'s
-        process tree; returns the seconds it was stopped (not charged to it)."""
+    def pause_for_timing(self, stop: Callable[[], Any], go: Callable[[], None]) -> float:
+        """While another evaluation times on the CPU (its marker in the lock folder), stop a build step (``stop``, then
+        ``go``); returns the seconds it was stopped (not charged to it)."""
         lock_dir = self.ctx.cfg.lock_dir
         holder = cpu_timing_holder(lock_dir)
         if holder is None or holder == os.getpid():
@@ -106,11 +105,11 @@ class Device:
         status = self.ctx.status
         stage, started = status.stage, time.monotonic()
         status.enter("paused")
-        stopped = freeze_tree(pid)
+        stop()
         try:
             wait_while_cpu_timing(lock_dir, poll=0.02, limit=PAUSE_LIMIT, mine=os.getpid())
         finally:
-            thaw(stopped)
+            go()
             status.enter(stage)
         return time.monotonic() - started
 

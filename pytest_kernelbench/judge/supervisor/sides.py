@@ -20,6 +20,7 @@ import torch
 
 from .. import protocol as p
 from ..assignment import describe_exit, read_tail
+from ..cgroups import Cgroup
 from ..procs import ProcessTree, descendants, tree_cpu_seconds
 from ..runner import PROFILE_ENV, serve
 from ..sandbox import (
@@ -97,18 +98,31 @@ class Side:
 
     def freeze(self) -> bool:
         """Stop the candidate's process tree (the reference's is trusted and waits on its socket: stopping it would
-        only cost time, 1-2 ms a call on the H100). Whether it was stopped now."""
+        only cost time, 1-2 ms a call on the H100): its cgroup frozen whole, or, without one, every process of the tree
+        found by walking it. Whether it was stopped now."""
         if self.trusted or self.frozen or not self.alive():
             return False
-        self.tree = self.tree or ProcessTree(self.process.pid)
-        self.tree.freeze()
+        if self.process.cgroup is not None:
+            self.process.cgroup.freeze()
+        else:
+            self.tree = self.tree or ProcessTree(self.process.pid)
+            self.tree.freeze()
         self.frozen = True
         return True
 
     def thaw(self) -> None:
-        if self.frozen and self.tree is not None:
-            self.tree.thaw()
+        if self.frozen:
+            if self.process.cgroup is not None:
+                self.process.cgroup.thaw()
+            elif self.tree is not None:
+                self.tree.thaw()
         self.frozen = False
+
+    def members(self) -> list[int]:
+        """The processes of its tree, as its cgroup (or the last walk of it) knows them."""
+        if self.process.cgroup is not None:
+            return self.process.cgroup.members()
+        return list(self.tree.members) if self.tree is not None else []
 
     def exit_text(self) -> str:
         code = self.process.poll()
@@ -139,6 +153,7 @@ class Runners:
         self.spares: list[Side] = []
         self.sandbox: SandboxInfo | None = None
         self.pch: Requests | None = None  # the running build step's requests for a shared PCH, served while it is waited for
+        self._spawned = 0  # sandboxed processes started: each cgroup's name
 
     # -------------------------------------------------------------- starting
 
@@ -195,12 +210,25 @@ class Runners:
         mine, theirs = socket.socketpair()
         argv = [sys.executable, "-m", "pytest_kernelbench.judge.runner", str(theirs.fileno()), str(scratch)]
         log = self.ctx.work / (log_name or f"{name}.log")
+        cgroup = self._cgroup(name) if not trusted else None
         try:
             process = RunnerProcess(info, argv, env=env, mounts=mounts, work=self.ctx.work, scratch=scratch, log_path=log,
-                                    pass_fd=theirs.fileno())  # fmt: skip
+                                    pass_fd=theirs.fileno(), cgroup=cgroup)  # fmt: skip
+        except BaseException:
+            if cgroup is not None:
+                cgroup.close()
+            raise
         finally:
             theirs.close()
         return Side(name, Channel(mine), process, log, trusted=trusted)
+
+    def _cgroup(self, name: str) -> Cgroup | None:
+        """A cgroup of its own for a candidate's runner or build step (cgroups.py), bounded by ``--kb-max-memory``."""
+        if not self.sandbox.cgroups:
+            return None
+        self._spawned += 1
+        limit = int(self.ctx.cfg.max_memory_gb * 2**30) if self.ctx.cfg.max_memory_gb > 0 else 0
+        return Cgroup.create(f"{name}-{self._spawned}", memory_max=limit)
 
     @property
     def pin_cpu_runners(self) -> bool:
@@ -254,7 +282,7 @@ class Runners:
         running = time.monotonic()  # since when the side has run uninterrupted
         while True:
             if side.name == "build":  # a compiler must not share the CPU with another evaluation's timed calls
-                deadline += self.device.pause_for_timing(side.process.pid)
+                deadline += self.device.pause_for_timing(side.freeze, side.thaw)
                 if self.pch is not None:
                     self.pch.poll()
             elif self.device.sharing and not side.trusted and time.monotonic() - running > STEP_ASIDE_AFTER:
@@ -298,7 +326,7 @@ class Runners:
     def freeze(self, side: Side) -> None:
         """Stop a candidate's tree between requests; in a GPU time phase, bind its threads to the timing core again."""
         if side.freeze():
-            self.device.rebind(side.tree.members)
+            self.device.rebind(side.members())
 
     def thaw(self, side: Side) -> None:
         side.thaw()
@@ -307,6 +335,9 @@ class Runners:
         chars = self.ctx.cfg.log_chars
         if side.trusted:
             return Verdict("harness_error", f"the reference failed during stage '{stage}': {text}" + side.log_tail(chars))
+        cgroup = side.process.cgroup
+        if cgroup is not None and cgroup.oom_killed():  # the kernel's own account of it: over --kb-max-memory
+            text = f"went over the memory limit of {self.ctx.cfg.max_memory_gb:g} GB (--kb-max-memory) during stage '{stage}': {text}"
         self.stop(side)
         if stage in CANDIDATE_FAILURE:
             return Verdict(CANDIDATE_FAILURE[stage].value, text + side.log_tail(chars))
