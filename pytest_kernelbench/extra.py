@@ -18,6 +18,8 @@ class Extra:
     sandbox: str | None = None  # the candidate's sandbox (bwrap, none: why)
     runner_early: bool | None = None  # the candidate's runner started while the reference worked
     build_cached: bool | None = None  # its build folder was in the cache
+    build_slot: int | None = None  # the machine's build slot its build held (locking.build_slot)
+    build_slot_wait_s: float | None = None  # seconds it waited for one (charged to no one)
     pch: dict[str, Any] | None = None  # the shared precompiled headers the judge built for its build step
     fused_compare: Any = None  # the fused seal/compare kernels, warmed for big outputs
     cpu_check: str | None = None  # --device cpu-check: "nvcc", "cpu" or "triton-interpreter"

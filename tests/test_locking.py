@@ -238,3 +238,29 @@ def test_a_build_step_and_its_compilers_run_at_a_lower_priority_than_the_judges(
     assert bool(result.extra.build_cached) == (rank is not None)
     found = list((tmp_path / "builds").rglob("nice.txt"))
     assert found and int(found[0].read_text()) == min(19, os.nice(0) + BUILD_NICE + (rank or 0))
+
+
+def test_build_slots_are_one_limit_for_every_judge_process_of_the_machine(tmp_path):
+    """Two processes sharing the lock folder, one slot: the second build waits for the first to finish, and waiting
+    past its limit is a Timeout, not a build (locking.build_slot)."""
+    import subprocess
+    import sys
+
+    from filelock import Timeout
+
+    from pytest_kernelbench.judge.locking import build_slot
+
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pytest_kernelbench.judge.locking import build_slot\n"
+                               f"with build_slot({str(tmp_path)!r}, 10, slots=1):\n    print('held', flush=True)\n    time.sleep(1.5)"],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(Timeout):
+        with build_slot(tmp_path, 0.3, slots=1):
+            pass
+    started = time.monotonic()
+    with build_slot(tmp_path, 30, slots=1) as slot:
+        waited = time.monotonic() - started
+    holder.wait(10)
+    assert slot == 0 and 0.5 < waited < 10
+    with build_slot(tmp_path, 0.3, slots=2) as first, build_slot(tmp_path, 0.3, slots=2) as second:
+        assert {first, second} == {0, 1}  # two slots: two builds at once

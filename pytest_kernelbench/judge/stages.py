@@ -26,6 +26,8 @@ _STAGES = (
     Stage("reference", False, Outcome.HARNESS_ERROR, "the problem, the reference's runner and its first call"),
     Stage("wait_lock", False, Outcome.HARNESS_ERROR, "waiting for the device lock or memory admission"),
     Stage("paused", False, Outcome.HARNESS_ERROR, "a build step stopped while another evaluation times on the CPU"),
+    Stage("wait_build", False, Outcome.HARNESS_ERROR, "waiting for a build slot, or for another judge's build of this source"),
+    Stage("runner_start", False, Outcome.HARNESS_ERROR, "a runner's interpreter starts and imports torch (no candidate code)"),
     Stage("pch", False, Outcome.HARNESS_ERROR, "the judge builds a shared precompiled header a build step asked for"),
     Stage("stepped_aside", False, Outcome.HARNESS_ERROR, "a shared-phase call stopped so that another judge can time"),
     Stage("compile", True, Outcome.COMPILE_ERROR, "the candidate's build step and import"),

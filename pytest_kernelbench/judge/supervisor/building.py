@@ -5,17 +5,21 @@ only its own build folder writable, and its Triton and inductor caches, kept per
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 from filelock import Timeout
 
 from .. import protocol as p
+from ..locking import build_slot
 from ..sandbox import Mounts
 from .plan import CACHED_BUILD_WAIT_S, CHECK_ARCH, JIT_CACHE_BYTES, PCH_WAIT_S
-from .record import Context
+from .record import Context, Verdict
 from .sides import Runners, Side
 
 
@@ -48,12 +52,29 @@ class Builder:
         from ...build.cache import BuildFolder
 
         ctx = self.ctx
-        folder = BuildFolder(ctx.cfg.build_dir, self.build_key(), timeout=max(ctx.remaining(), 1.0))
-        with folder:
-            ctx.found.extra.build_cached = cached = folder.cached
-            if not cached:
-                self._build_in(folder.path)
+        stage = ctx.status.stage
+        ctx.status.enter("wait_build")  # another judge's build of this source: waited for, charged to no one
+        folder = BuildFolder(ctx.cfg.build_dir, self.build_key(), timeout=ctx.cfg.lock_timeout)
+        try:
+            with folder:
+                ctx.found.extra.build_cached = cached = folder.cached
+                if not cached:
+                    with self._slot():
+                        ctx.status.enter(stage)
+                        self._build_in(folder.path)
+        except Timeout:
+            raise Verdict("harness_error", f"no build slot or build folder came free in {ctx.cfg.lock_timeout:g} s") from None
+        ctx.status.enter(stage)
         return folder.path
+
+    @contextlib.contextmanager
+    def _slot(self) -> Iterator[None]:
+        """One of the machine's build slots (:func:`..locking.build_slot`), waited for in the uncharged 'wait_build'."""
+        start = time.perf_counter()
+        with build_slot(self.ctx.cfg.lock_dir, self.ctx.cfg.lock_timeout) as slot:
+            self.ctx.found.extra.build_slot_wait_s = round(time.perf_counter() - start, 3)
+            self.ctx.found.extra.build_slot = slot
+            yield
 
     def _build_in(self, path: Path) -> None:
         from ...build.pch import Requests

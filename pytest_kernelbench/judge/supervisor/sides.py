@@ -239,23 +239,31 @@ class Runners:
 
     def set_up(self, side: Side, device: str = "") -> Side:
         """Set up a runner on the judged device, or on ``device`` (a build step: its threads are never pinned)."""
-        cfg = self.ctx.cfg
+        cfg, status = self.ctx.cfg, self.ctx.status
         pin = not device and self.pin_cpu_runners
+        stage = status.stage
+        status.enter("runner_start")  # its interpreter imports torch: no candidate code yet, so not the candidate's time
         try:
-            self.ask(side, p.Setup(device or cfg.device, cfg.device_index, cfg.timer, torch.get_num_threads(), pin_threads=pin), p.Ready)
+            setup = p.Setup(device or cfg.device, cfg.device_index, cfg.timer, torch.get_num_threads(), pin_threads=pin)
+            self.ask(side, setup, p.Ready, allowed=cfg.setup_timeout)
         except Verdict as verdict:  # before any candidate code: the sandbox or the machine, not the candidate
             self.stop(side)
             raise Verdict("harness_error", f"the runner could not start ({self.sandbox.label}): {verdict.message}") from None
+        finally:
+            status.enter(stage)
         return side
 
     # -------------------------------------------------------------- asking
 
     def ask(self, side: Side, request: p.Request, kind: type[p.Reply], *, label: str = "", fail_ok: bool = False,
-            fds: list[int] | None = None, stop: bool = True) -> Any:  # fmt: skip
-        """Send a request and wait for its checked reply; any failure becomes the stage's verdict."""
+            fds: list[int] | None = None, stop: bool = True, allowed: float | None = None) -> Any:  # fmt: skip
+        """Send a request and wait for its checked reply; any failure becomes the stage's verdict. ``allowed``: seconds
+        for the reply (default: the candidate's time left; the reference's, the setup limit)."""
         ctx = self.ctx
         stage = ctx.status.stage
-        deadline = time.monotonic() + (ctx.cfg.setup_timeout if side.trusted else ctx.remaining())
+        if allowed is None:
+            allowed = ctx.cfg.setup_timeout if side.trusted else ctx.remaining()
+        deadline = time.monotonic() + allowed
         where = f"{label}: " if label else ""
         self.thaw(side)
         side.asked = True
