@@ -94,6 +94,9 @@ def eval_command(
         typer.echo(json.dumps(result.to_dict()))
     else:
         from rich.console import Console
+        from rich.markup import escape
+
+        from pytest_kernelbench.report.summary import capped_note
 
         console = Console()
         if result.correct:
@@ -101,6 +104,7 @@ def eval_command(
                 f"[green]correct[/] {problem.name}: {result.speedup:.3f}x (reference {result.ref_ms:.4g} ms, "
                 f"candidate {result.new_ms:.4g} ms, reward {result.reward:+.3f}) on {result.device_name or device}"
                 + (" [yellow]noisy: the timing's spread cannot tell this speedup from none[/]" if result.extra.speedup_noisy else "")
+                + (f" [yellow]{escape(capped_note(result).strip())}[/]" if capped_note(result) else "")
             )
         elif result.outcome.value == "built":
             console.print(f"[green]built[/] {problem.name} (--device cpu-check: no timing, no reward)")

@@ -135,3 +135,24 @@ def test_a_cpu_run_reads_torchs_version_from_its_version_file_without_importing_
     assert env["torch"] == torch.__version__ and env.get("cuda") == torch.version.cuda and env["device"] == "cpu"
     probe = "import sys; from pytest_kernelbench.report.writer import environment as e; e('cpu'); print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_a_capped_speedup_says_so_with_both_numbers_wherever_a_person_reads_it():
+    """Issue 45: a printed speedup never silently differs from the measured one."""
+    from pytest_kernelbench.extra import Extra
+    from pytest_kernelbench.outcome import Outcome
+    from pytest_kernelbench.report.summary import capped_note, claimed_speedup
+    from pytest_kernelbench.result import EvalResult, TimingStats
+
+    capped = EvalResult(problem="L1-1_x", level="1", problem_id=1, outcome=Outcome.CORRECT, speedup=1.0,
+                        ref=TimingStats.from_samples([0.2] * 5), new=TimingStats.from_samples([0.107] * 5),
+                        extra=Extra(speedup_capped=True, wall_check={"event_speedup": 1.87}))  # fmt: skip
+    plain = EvalResult(problem="L1-2_y", level="1", problem_id=2, outcome=Outcome.CORRECT, speedup=1.5,
+                       ref=TimingStats.from_samples([0.3] * 5), new=TimingStats.from_samples([0.2] * 5),
+                       extra=Extra(speedup_capped=False, wall_check={"event_speedup": 1.5}))  # fmt: skip
+    assert claimed_speedup(capped) == 1.87 and claimed_speedup(plain) is None
+    assert "1.870x" in capped_note(capped) and "1.000x" in capped_note(capped) and capped_note(plain) == ""
+    table = render_summary([capped, plain], verbose=True, width=200)
+    row = next(line for line in table.splitlines() if "L1-1_x" in line)
+    assert "capped (claimed 1.87x)" in row and "1.00x" in row
+    assert "capped" not in next(line for line in table.splitlines() if "L1-2_y" in line)

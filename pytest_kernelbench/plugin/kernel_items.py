@@ -10,6 +10,7 @@ import pytest
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.plugin import benchmark_bridge, judge
 from pytest_kernelbench.plugin.session import result_key
+from pytest_kernelbench.report.summary import capped_note, claimed_speedup
 
 _HF_HINTS = ("huggingface", "hf_hub", "from_pretrained", "transformers", "offline")
 
@@ -22,6 +23,9 @@ def test_kernel(kb_problem, kb_session, kb_candidate, request, record_property):
         record_property(name, value.value if isinstance(value, Outcome) else value)
     if result.correct:
         record_property("speedup_noisy", bool(result.extra.speedup_noisy))
+        record_property("speedup_capped", bool(result.extra.speedup_capped))
+        if claimed_speedup(result) is not None:  # the printed speedup is the supervisor's bound: both numbers
+            record_property("speedup_claimed", claimed_speedup(result))
     if "benchmark" in request.fixturenames:
         benchmark_bridge.record(request.getfixturevalue("benchmark"), result)
 
@@ -38,6 +42,6 @@ def test_kernel(kb_problem, kb_session, kb_candidate, request, record_property):
     if result.speedup is not None and result.speedup < kb_session.min_speedup:
         pytest.fail(
             f"{kb_problem.id}: correct but {result.speedup:.3f}x is below --min-speedup {kb_session.min_speedup:g} "
-            f"(ref {result.ref_ms:.4g} ms, new {result.new_ms:.4g} ms)",
+            f"(ref {result.ref_ms:.4g} ms, new {result.new_ms:.4g} ms){capped_note(result)}",
             pytrace=False,
         )

@@ -68,3 +68,22 @@ def _op_scores(results: list[EvalResult]) -> dict[str, Any]:
     """BackendBench's scores of a ``--suite`` run (:mod:`pytest_kernelbench.suites.scores`), under ``op_suite``."""
     scores = suite_scores(results)
     return {"op_suite": scores} if scores else {}
+
+
+def claimed_speedup(result: Any) -> float | None:
+    """What the runners' own timings said (``reference / candidate`` of their medians), where the judge printed less:
+    the supervisor's clock vouched for less than the claim (``speedup_capped``); else None."""
+    extra = getattr(result, "extra", None)
+    if not getattr(extra, "speedup_capped", None):
+        return None
+    claim = (getattr(extra, "wall_check", None) or {}).get("event_speedup")
+    return float(claim) if isinstance(claim, (int, float)) else None
+
+
+def capped_note(result: Any) -> str:
+    """`` (capped: the runners' timings say 1.87x, the supervisor's clock vouches for 1.00x)`` where the printed speedup
+    is the clock's bound rather than the claim; else ''. Every human output of a speedup adds it."""
+    claim = claimed_speedup(result)
+    if claim is None or result.speedup is None:
+        return ""
+    return f" (capped: the runners' timings say {claim:.3f}x, the supervisor's clock vouches for {result.speedup:.3f}x)"

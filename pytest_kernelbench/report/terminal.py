@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..result import EvalResult
-from .summary import FAST_P, is_noisy, summarize
+from .summary import FAST_P, claimed_speedup, is_noisy, summarize
 
 _STYLE = {"correct": "green", "built": "cyan", "incorrect": "red", "timeout": "magenta", "rejected": "bold red"}
 
@@ -69,8 +69,13 @@ def _speedup(result: EvalResult) -> str:
     if is_noisy(result):
         low, high = (result.extra.speedup_interval or [None, None])[:2]
         span = f" {low:.2f}-{high:.2f}" if low is not None and high is not None else ""
-        return f"[yellow]{result.speedup:.2f}x noisy{span}[/]"
-    return f"{result.speedup:.2f}x"
+        return f"[yellow]{result.speedup:.2f}x noisy{span}[/]" + _capped(result)
+    return f"{result.speedup:.2f}x" + _capped(result)
+
+
+def _capped(result: EvalResult) -> str:
+    claim = claimed_speedup(result)
+    return "" if claim is None else f" [yellow]capped (claimed {claim:.2f}x)[/]"
 
 
 def _op_rows(table: Table, scores: dict | None) -> None:
