@@ -657,3 +657,21 @@ def test_binding_moves_every_thread_of_a_process_and_counts_those_it_moved_back(
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_runners_output_is_read_through_a_pipe_and_kept_bounded():
+    """Issue 45: the candidate's output is never a file it holds; the supervisor keeps its last bytes only."""
+    import subprocess
+    import sys
+
+    from pytest_kernelbench.judge.procs import LogPipe
+
+    pipe = LogPipe(keep=1 << 16)
+    child = subprocess.Popen([sys.executable, "-c", "import os\nfor i in range(160):\n    os.write(1, b'%07d' % i + b'y' * 65529)\n"
+                              "os.write(1, b'THE END')"], stdout=pipe.write_fd, stderr=subprocess.STDOUT)  # fmt: skip
+    pipe.started()
+    assert child.wait(60) == 0
+    pipe._thread.join(10)
+    assert pipe.total == 160 * 65536 + 7 and len(pipe._tail) <= 2 * (1 << 16)
+    text = pipe.text(100)
+    assert text.startswith("[log truncated: last 100 of 10485767 bytes]") and text.endswith("THE END")

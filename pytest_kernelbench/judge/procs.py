@@ -306,3 +306,47 @@ def kill_children() -> None:
     for child, parent in _ppids().items():
         if parent == me:
             kill_tree(child)
+
+
+class LogPipe:
+    """A child's stdout and stderr, read by a thread of ours through a pipe: the child never holds a file of the
+    judge's (one it could grow to fill the disk, or rewrite), and what is kept is bounded: the last ``keep`` bytes."""
+
+    def __init__(self, keep: int = 1 << 20):
+        import threading
+
+        self.keep = keep
+        self.total = 0
+        self._tail = bytearray()
+        self._lock = threading.Lock()
+        self.read_fd, self.write_fd = os.pipe()
+        self._thread = threading.Thread(target=self._drain, name="kb-log-pipe", daemon=True)
+        self._thread.start()
+
+    def started(self) -> None:
+        """The child has its end: ours is closed, so that the pipe ends when the child's tree is gone."""
+        if self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def text(self, limit: int) -> str:
+        """The last ``limit`` bytes, saying so when there was more."""
+        with self._lock:
+            data, total = bytes(self._tail[-limit:]), self.total
+        text = data.decode("utf-8", errors="replace")
+        return f"[log truncated: last {len(data)} of {total} bytes]\n" + text if total > len(data) else text
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.read_fd, 1 << 16)
+            except OSError:
+                break
+            if not chunk:
+                break
+            with self._lock:
+                self.total += len(chunk)
+                self._tail += chunk
+                if len(self._tail) > 2 * self.keep:
+                    del self._tail[: len(self._tail) - self.keep]
+        os.close(self.read_fd)

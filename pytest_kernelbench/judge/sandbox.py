@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import cgroups
-from .procs import child_setup, kill_tree, tree_rss
+from .procs import LogPipe, child_setup, kill_tree, tree_rss
 
 SCRATCH = Path("/tmp/kb")  # the runner's scratch folder inside the sandbox
 SCRATCH_BYTES = 8 << 30  # bound of the sandbox's /tmp (it lives in host memory)
@@ -214,7 +214,7 @@ class RunnerProcess:
     """A sandboxed (or plain) child process with one socket descriptor passed in."""
 
     def __init__(self, info: SandboxInfo, argv: list[str], *, env: dict[str, str], mounts: Mounts, work: Path, scratch: Path,
-                 log_path: Path, pass_fd: int, cgroup: cgroups.Cgroup | None = None):  # fmt: skip
+                 pass_fd: int, cgroup: cgroups.Cgroup | None = None):  # fmt: skip
         self.info = info
         self.cgroup = cgroup  # the tree's own cgroup: joined before exec, so every descendant is born in it
         self.scratch = scratch  # inside the sandbox (a tmpfs), or a host folder without one
@@ -231,12 +231,13 @@ class RunnerProcess:
             cmd = argv
             setup = child_setup(0, os.getpid())
         fds = cgroup.join_fds() if cgroup is not None else []
+        self.log = LogPipe()  # its output reaches the supervisor through a pipe, bounded: no file of the judge's to fill
         try:
-            with log_path.open("ab") as log:
-                self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                             cwd=str(self.scratch if info.kind != "bwrap" else work), pass_fds=[pass_fd],
-                                             start_new_session=True, preexec_fn=_preexec(setup, fds))  # fmt: skip
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log.write_fd, stderr=subprocess.STDOUT, env=env,
+                                         cwd=str(self.scratch if info.kind != "bwrap" else work), pass_fds=[pass_fd],
+                                         start_new_session=True, preexec_fn=_preexec(setup, fds))  # fmt: skip
         finally:
+            self.log.started()
             for fd in fds:
                 os.close(fd)
         self.pid = self.proc.pid

@@ -138,7 +138,8 @@ class Side:
         return describe_exit(code)
 
     def log_tail(self, chars: int) -> str:
-        text = read_tail(self.log, chars)
+        pipe = getattr(self.process, "log", None)  # a runner's output comes through a pipe; a forked reference's, a file
+        text = pipe.text(chars) if pipe is not None else read_tail(self.log, chars)
         return f"\n--- runner log tail ---\n{text}" if text.strip() else ""
 
 
@@ -212,8 +213,8 @@ class Runners:
         log = self.ctx.work / (log_name or f"{name}.log")
         cgroup = self._cgroup(name) if not trusted else None
         try:
-            process = RunnerProcess(info, argv, env=env, mounts=mounts, work=self.ctx.work, scratch=scratch, log_path=log,
-                                    pass_fd=theirs.fileno(), cgroup=cgroup)  # fmt: skip
+            process = RunnerProcess(info, argv, env=env, mounts=mounts, work=self.ctx.work, scratch=scratch, pass_fd=theirs.fileno(),
+                                    cgroup=cgroup)  # fmt: skip
         except BaseException:
             if cgroup is not None:
                 cgroup.close()
