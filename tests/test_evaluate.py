@@ -475,3 +475,17 @@ def test_openmp_binding_in_the_users_environment_reaches_no_judge_process(monkey
     result = evaluate(problem, baseline_candidate(problem), cpu_config(max_time=0.5))
     assert result.outcome is Outcome.CORRECT, result.message
     assert 0.8 < result.speedup < 1.25, (result.speedup, result.ref.median, result.new.median)
+
+
+def test_a_candidate_that_fills_its_folders_past_the_disk_limit_is_its_runtime_error(monkeypatch):
+    """Issue 45: the disk a candidate can write (build folder, JIT caches, scratch) is bounded; over it is its outcome."""
+    from pytest_kernelbench.candidates import Candidate
+
+    monkeypatch.setenv("KB_DISK_GB", "0.05")
+    fill = ("import os\nfolder = os.environ['TRITON_CACHE_DIR']\nos.makedirs(folder, exist_ok=True)\n"
+            "with open(os.path.join(folder, 'junk'), 'wb') as fh:\n    for _ in range(100):\n        fh.write(b'x' * (1 << 20))\n")
+    problem = tiny_problem()
+    source = fill + problem.source.replace("class Model(", "class ModelNew(")
+    result = evaluate(problem, Candidate(source, "", "fills"), cpu_config(timeout=120))
+    assert result.outcome is Outcome.RUNTIME_ERROR, result.message
+    assert "GiB to its folders" in result.message and "KB_DISK_GB" in result.message

@@ -73,6 +73,9 @@ class Buffers:
                         torch.cuda.empty_cache()
             if lost is not None:  # the phase itself ended well (a verdict already on its way is not replaced)
                 raise lost
+            candidate = self.runners.candidate
+            if candidate is not None and candidate.alive():
+                self.runners.check_disk(candidate)
 
     # -------------------------------------------------------------- fresh inputs
 

@@ -92,6 +92,7 @@ class Builder:
             load = p.Load(ctx.source, "kb_candidate.py", build_only=True, build_rank=ctx.spec.build_rank,
                           compile_only=ctx.cpu_check and self.compile_only)  # fmt: skip
             runners.ask(builder, load, p.Done)
+            runners.check_disk(builder)
         finally:
             runners.stop(builder)
             if runners.pch is not None:  # trusted work for later builds, even after a failed build: not its time

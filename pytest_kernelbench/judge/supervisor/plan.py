@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import secrets
 from typing import Any
 
@@ -44,6 +45,10 @@ EARLY_CHECKED = 8
 EARLY_CHECK_P = 0.5
 PAIR_START_S = 10.0  # time_again: a new pair of runners' start, beyond the first pair's init and time stages
 PAUSE_LIMIT = 120.0  # seconds a build step waits for one CPU timing phase at most (a phase times for max_time)
+# the disk one candidate may fill in the host folders it can write (its build folder, JIT caches, a scratch outside bwrap),
+# measured every DISK_CHECK_S seconds while it runs and after each phase; over it is the candidate's outcome
+DISK_BYTES = int(float(os.environ.get("KB_DISK_GB", "8")) * 2**30)
+DISK_CHECK_S = 2.0
 CHECK_ARCH = "9.0"  # --device cpu-check compiles CUDA for this architecture unless TORCH_CUDA_ARCH_LIST names one (no GPU to ask)
 
 

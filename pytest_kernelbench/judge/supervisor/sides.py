@@ -21,7 +21,7 @@ import torch
 from .. import protocol as p
 from ..assignment import describe_exit, read_tail
 from ..cgroups import Cgroup
-from ..procs import ProcessTree, descendants, tree_cpu_seconds
+from ..procs import ProcessTree, descendants, folder_bytes, tree_cpu_seconds
 from ..runner import PROFILE_ENV, serve
 from ..sandbox import (
     SCRATCH,
@@ -38,7 +38,7 @@ from ..sandbox import (
 from ..stages import CANDIDATE_FAILURE
 from ..transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer
 from .device import Device
-from .plan import POLL, POLL_BUILD, POLL_SHARED, STEP_ASIDE_AFTER
+from .plan import DISK_BYTES, DISK_CHECK_S, POLL, POLL_BUILD, POLL_SHARED, STEP_ASIDE_AFTER
 from .record import Context, Verdict
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ class Side:
     home: list[CallSet] = dataclasses.field(default_factory=list)  # the sets as made, where the buffer has room to move
     slack: int = 0
     places: set[int] = dataclasses.field(default_factory=set)  # the offsets the sets were moved by in this phase
+    disk: list[Path] = dataclasses.field(default_factory=list)  # the host folders it can write: bounded by DISK_BYTES
     _next_id: int = 0
 
     @property
@@ -204,7 +205,9 @@ class Runners:
         if os.environ.get("PYTHONPYCACHEPREFIX"):  # the trusted bytecode cache (build/bytecode.py), read-only here
             mounts.readonly.append(Path(os.environ["PYTHONPYCACHEPREFIX"]))
         env = runner_env(dict(os.environ), scratch / "home", PACKAGE_ROOT, extra_env)
-        return self.spawn(side_name, info, env, mounts, scratch, log_name=log_name)
+        side = self.spawn(side_name, info, env, mounts, scratch, log_name=log_name)
+        side.disk = [*mounts.writable, *([] if info.kind == "bwrap" else [scratch])]  # bwrap's scratch is a counted tmpfs
+        return side
 
     def spawn(self, name: str, info: SandboxInfo, env: dict[str, str], mounts: Mounts, scratch: Path, *,
               log_name: str = "", trusted: bool = False) -> Side:  # fmt: skip
@@ -289,6 +292,7 @@ class Runners:
         ctx = self.ctx
         limit = ctx.cfg.max_memory_gb * 2**30
         running = time.monotonic()  # since when the side has run uninterrupted
+        measured = running  # when its folders were last measured
         while True:
             if side.name == "build":  # a compiler must not share the CPU with another evaluation's timed calls
                 deadline += self.device.pause_for_timing(side.freeze, side.thaw)
@@ -311,6 +315,18 @@ class Runners:
             if limit and not side.trusted and side.process.rss_bytes() > limit:
                 stage = ctx.status.stage
                 raise self.failure(side, stage, f"used more than {ctx.cfg.max_memory_gb:g} GB of host memory during stage '{stage}'")
+            if side.disk and time.monotonic() - measured > DISK_CHECK_S:
+                self.check_disk(side)
+                measured = time.monotonic()
+
+    def check_disk(self, side: Side) -> None:
+        """Over :data:`plan.DISK_BYTES` in the folders it can write (build folder, JIT caches, a scratch on the host):
+        the candidate's outcome, naming the limit."""
+        if side.disk and folder_bytes(side.disk, DISK_BYTES) > DISK_BYTES:
+            stage = self.ctx.status.stage
+            self.stop(side)
+            raise Verdict("runtime_error", f"wrote more than {DISK_BYTES / 2**30:g} GiB to its folders (build folder, JIT caches, "
+                          f"scratch) by stage '{stage}' (the limit: KB_DISK_GB)" + side.log_tail(self.ctx.cfg.log_chars))  # fmt: skip
 
     def step_aside(self, side: Side) -> float:
         """In a shared phase, while ``side`` is in a long call and an exclusive holder waits whose memory fits: stop
