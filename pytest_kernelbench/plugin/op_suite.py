@@ -17,6 +17,7 @@ from ..errors import KernelBenchUsageError
 from ..suites.backend_dir import Backend, Implementation, backend_for
 from ..suites.base import OpTask, Suite, parse_ops
 from ..suites.scores import KEY, scores
+from .sharding import shard
 
 OP_ITEMS_MODULE = Path(__file__).with_name("op_items.py")
 SUITES = ("smoke", "opinfo")
@@ -83,8 +84,6 @@ def build(config: pytest.Config, eval_config: EvalConfig) -> SuiteRun:
     if not tasks:
         raise KernelBenchUsageError(f"--backend-dir {backend.label}: no op of the {name} suite has an implementation there "
                                     "(DIR/<op>/<op>_implementation*.py, e.g. DIR/relu/relu_implementation.py)")  # fmt: skip
-    from . import shard
-
     return SuiteRun(suite, shard(tasks, config.getoption("kb_shard")), backend, dtype, left_out)
 
 
