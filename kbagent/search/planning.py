@@ -93,13 +93,13 @@ class Planner:
     def _parent_view(self, node: Node) -> prompts.ParentView:
         r = node.result
         ops: dict[str, int] = {}
-        if r is not None and isinstance(r.extra.get("aten_ops"), dict):
+        if r is not None and isinstance(r.extra.aten_ops, dict):
             try:
                 from pytest_kernelbench.judge.policy import compute_ops
 
-                ops = compute_ops(r.extra["aten_ops"])
+                ops = compute_ops(r.extra.aten_ops)
             except ImportError:  # no torch in this process: show them all
-                ops = dict(r.extra["aten_ops"])
+                ops = dict(r.extra.aten_ops)
         return prompts.ParentView(
             id=node.id,
             code=node.code or "",
@@ -111,7 +111,7 @@ class Planner:
             stage=r.stage if r else "",
             message=r.message if r else "",
             aten_ops=ops,
-            kernels=_kernel_profile(r.extra.get("kernel_profile")) if r is not None else [],
+            kernels=_kernel_profile(r.extra.kernel_profile) if r is not None else [],
         )
 
     def _history(self, parent: Node) -> list[str]:
