@@ -675,3 +675,20 @@ def test_a_runners_output_is_read_through_a_pipe_and_kept_bounded():
     assert pipe.total == 160 * 65536 + 7 and len(pipe._tail) <= 2 * (1 << 16)
     text = pipe.text(100)
     assert text.startswith("[log truncated: last 100 of 10485767 bytes]") and text.endswith("THE END")
+
+
+def test_a_halved_claim_the_bound_cannot_tell_from_noise_is_credited_with_the_clocks_measure():
+    """Issue 45: 2 ms calls claimed as 1 ms. On a quiet clock the check rejects the lie; with a busy machine's spread its
+    bound is wider than the lie, the check passes, and the speedup is the clock's (about 1x), not the claim's 2x."""
+    ref_ms, ref_wall = _calls(2.0, 2.0, 0.3)
+    quiet = wall_check(ref_ms, ref_wall, *_calls(1.0, 2.0, 0.3), "cpu")
+    assert not quiet.ok
+    spread = [3.0 * ((i * 7919) % 13 - 6) / 6 for i in range(200)]  # +-3 ms, the same pattern on both sides
+    busy_ref = [w + s for w, s in zip(ref_wall, spread, strict=True)]
+    liar_ms, liar_wall = _calls(1.0, 2.0, 0.3)
+    busy_liar = [w + s for w, s in zip(liar_wall, spread[::-1], strict=True)]
+    busy = wall_check(ref_ms, busy_ref, liar_ms, busy_liar, "cpu")
+    assert busy.ok and busy.bound_ms >= 1.0, busy  # the lie hides in the noise ...
+    assert busy.capped and 2.0 / busy.confirmed_ms < 1.2, busy  # ... and gains nothing by it
+    honest = wall_check(ref_ms, busy_ref, *_calls(1.0, 1.0, 0.3), "cpu")  # a real 2x on the same busy machine
+    assert 1.6 < 2.0 / honest.confirmed_ms < 2.4, honest
