@@ -134,6 +134,8 @@ def _gpu_judge(name, **overrides):
     spec = corpus_headers(GPU_ADVERSARIAL / f"{name}.py")
     problem = problem_from_path(DATA / "timing" / "level9" / "2_BigMatmul.py") if spec.get("problem") == "gpu-timing" else tiny_problem()
     candidate = load_candidate_file(GPU_ADVERSARIAL / f"{name}.py")
+    if "sandbox" in spec:  # off: no bwrap, the cgroup alone contains it
+        overrides.setdefault("sandbox", spec["sandbox"])
     return spec, evaluate(problem, candidate, EvalConfig(device="cuda", timeout=float(spec.get("timeout", 300)), **overrides))
 
 
@@ -271,3 +273,14 @@ def test_the_fused_seal_and_comparison_agree_with_the_pytorch_path(monkeypatch):
     assert got[4] == want[4] and "1 of" in got[4][0]  # out of tolerance: the exact path's message
     assert got[5] == want[5] and "NaN" in got[5][0]
     assert got[6] == want[6] and "changed after" in got[6][0]
+
+
+def test_candidates_are_contained_by_cgroups_on_this_machine():
+    """Issue 45: each candidate runner in a cgroup of its own (frozen whole, memory and pids bounded) on the GPU
+    machines too, as root; the label every result carries says so."""
+    from pytest_kernelbench.judge import cgroups
+
+    support = cgroups.support()
+    assert support.ok, support.reason
+    result = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120))
+    assert result.outcome is Outcome.CORRECT and "cgroup v2" in result.extra.sandbox, (result.extra.sandbox, result.message)
