@@ -18,6 +18,7 @@ import torch
 
 from .. import protocol as p
 from ..compare import flatten
+from ..stages import charged
 from ..transport import SharedBuffer, contiguous_strides
 from .device import Device
 from .plan import BUFFER_ALIGN, SHIFT_STEP, slack_bytes
@@ -64,6 +65,12 @@ class Buffers:
             except Verdict:  # the evaluation ends here: the candidate is not waited for (it may never answer again)
                 self.runners.stop_candidate()
                 raise
+            except Exception as exc:
+                if not (self._candidates_doing(exc, stage)):
+                    raise
+                self.runners.stop_candidate()
+                raise Verdict("runtime_error", f"the device ran out of memory for the judge's own buffers during stage '{stage}' "
+                              f"while the candidate's process held device memory ({str(exc).splitlines()[0][:200]})") from None
             finally:
                 self.device.close_phase()
                 with self.ctx.found.split(f"{stage}.end"):
@@ -76,6 +83,12 @@ class Buffers:
             candidate = self.runners.candidate
             if candidate is not None and candidate.alive():
                 self.runners.check_disk(candidate)
+
+    def _candidates_doing(self, exc: Exception, stage: str) -> bool:
+        """Whether the judge's own allocation failed for device memory the candidate took: out of memory on a GPU in a
+        stage where its code has run (admission counted every other judge's need before the phase began)."""
+        text = f"{type(exc).__name__} {exc}".lower()
+        return self.ctx.on_gpu and charged(stage) and self.runners.candidate is not None and ("out of memory" in text or "out_of_memory" in text)
 
     # -------------------------------------------------------------- fresh inputs
 
