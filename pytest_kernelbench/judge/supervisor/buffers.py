@@ -87,8 +87,8 @@ class Buffers:
     def _candidates_doing(self, exc: Exception, stage: str) -> bool:
         """Whether the judge's own allocation failed for device memory the candidate took: out of memory on a GPU in a
         stage where its code has run (admission counted every other judge's need before the phase began)."""
-        text = f"{type(exc).__name__} {exc}".lower()
-        return self.ctx.on_gpu and charged(stage) and self.runners.candidate is not None and ("out of memory" in text or "out_of_memory" in text)
+        text = f"{type(exc).__name__} {exc}".lower().replace("_", " ")
+        return self.ctx.on_gpu and charged(stage) and self.runners.candidate is not None and "out of memory" in text
 
     # -------------------------------------------------------------- fresh inputs
 
