@@ -287,7 +287,7 @@ class _Search:
         self.on_event = on_event
         language = config.language or "cpp"
         device = eval_config.target_device if language != "cpp" else eval_config.device  # cpu-check: written for the GPU
-        self.target = prompts.Target(language, device, eval_config.atol, eval_config.rtol, checked=eval_config.device == "cpu-check")
+        self.target = prompts.Target(language, device, eval_config.for_level(problem.level).tol, checked=eval_config.device == "cpu-check")
         self.nodes: dict[str, Node] = {}
         self.finals: dict[str, Node] = {}  # sample id -> its last attempt
         self.ideas: list[str] = []

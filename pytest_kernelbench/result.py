@@ -71,6 +71,8 @@ class EvalResult:
     device_name: str = ""
     mode: str = "eager"
     ref_mode: str = ""  # "eval" or "train": the mode both models were put in after construction
+    # the outputs' tolerance: {"name": "kernelbench", "float32": [atol, rtol], ..., "other": [...]} (tolerance.py)
+    tolerance: dict[str, Any] = dataclasses.field(default_factory=dict)
     source_hash: str = ""
     candidate_path: str = ""
     versions: dict[str, str] = dataclasses.field(default_factory=dict)

@@ -142,7 +142,7 @@ def evaluate(
     config = config.for_level(problem.level)  # --ref-mode unset: eval for PIKE's levels, train for KernelBench's
     base = EvalResult(problem=problem.id, level=problem.level, problem_id=problem.problem_id, outcome=Outcome.UNKNOWN_ERROR,
                       device=config.device_label, mode=config.mode, ref_mode=config.ref_mode, source_hash=candidate.source_hash,
-                      candidate_path=candidate.path)  # fmt: skip
+                      candidate_path=candidate.path, tolerance=config.tol.to_dict())  # fmt: skip
     unavailable = mode_unavailable(config.mode, config.device)
     if unavailable:  # no verdict: this machine cannot run the baseline (pytest skips such items before they get here)
         base.outcome, base.message, base.extra = Outcome.HARNESS_ERROR, unavailable, {"skipped": unavailable}
