@@ -666,6 +666,9 @@ class _Search:
                 "ref_ms": reported.ref_ms if reported else None,
                 "new_ms": reported.new_ms if reported else None,
                 "rejudged": rejudged is not None,
+                # the judge's say on the speedup's spread: fast_p counts a noisy gain only as far as its interval goes
+                "speedup_noisy": bool(reported.extra.get("speedup_noisy")) if reported else False,
+                "speedup_interval": reported.extra.get("speedup_interval") if reported else None,
                 "search_outcome": r.outcome.value if r else None,
                 "search_speedup": r.speedup if r else None,
                 "path": str(best_path) if best_path else None,

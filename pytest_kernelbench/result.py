@@ -10,6 +10,22 @@ from typing import Any
 from .outcome import Outcome, reward
 
 
+def is_noisy(result: Any) -> bool:
+    """Whether a correct result's speedup is noisy: the judge's ``speedup_noisy`` (its 95% interval reaches 1.0 or is
+    too wide to mean anything, :func:`pytest_kernelbench.judge.stats.speedup_interval`). Takes bare records too."""
+    return bool(getattr(result, "correct", False) and (getattr(result, "extra", None) or {}).get("speedup_noisy"))
+
+
+def claimable_speedup(result: Any) -> float:
+    """The speedup a claim of "faster than p" may rest on (fast_p, perf@p): a noisy one's interval's low end, else the
+    speedup (0 without one)."""
+    speedup = getattr(result, "speedup", None) or 0.0
+    if is_noisy(result):
+        low = (result.extra.get("speedup_interval") or [0.0])[0]
+        return min(speedup, low or 0.0)
+    return speedup
+
+
 @dataclasses.dataclass
 class TimingStats:
     """Summary of repeated timings, in milliseconds, with the raw samples kept."""
