@@ -24,6 +24,7 @@ from typing import Any
 from .errors import KernelBenchUsageError
 
 OTHER = "other"  # the row of floating dtypes a rule does not name (float8 kinds)
+FLOATS = ("float32", "float64", "float16", "bfloat16")  # the dtypes a report lists
 # a complex dtype is held to its parts' dtype
 _PARTS = {"complex32": "float16", "chalf": "float16", "complex64": "float32", "cfloat": "float32", "complex128": "float64",
           "cdouble": "float64"}  # fmt: skip
@@ -77,8 +78,8 @@ class Tolerance:
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        """For a result or report: the label and each dtype's ``[atol, rtol]``."""
-        return {"name": self.label, **{dtype: [atol, rtol] for dtype, atol, rtol in self.rows}}
+        """For a result or report: the label and ``[atol, rtol]`` of each floating dtype, and of the others (:data:`OTHER`)."""
+        return {"name": self.label, **{dtype: list(self.at(dtype)) for dtype in (*FLOATS, OTHER)}}
 
     def replaced(self, atol: float | None, rtol: float | None) -> Tolerance:
         """This rule with ``atol`` and/or ``rtol`` (when not None) for every dtype."""

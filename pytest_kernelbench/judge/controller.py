@@ -167,7 +167,7 @@ def evaluate(
         base.wall_seconds = time.monotonic() - started
         result_path = Path(spec.result_path)
         if not why and result_path.exists():
-            return _merge(base, json.loads(result_path.read_text()))
+            return _machine_fault(_merge(base, json.loads(result_path.read_text())), config)
         return _lost(base, why, watcher.stage, proc.returncode, read_tail(log_path, config.log_chars), config)
 
 
@@ -202,6 +202,18 @@ def _lost(base: EvalResult, why: str, stage: str, returncode: int | None, log_ta
         base.outcome = STAGE_FAILURE.get(stage, Outcome.HARNESS_ERROR) if stage in ("start", "reference") else Outcome.HARNESS_ERROR
         base.message = f"the supervisor {describe_exit(returncode)} during stage '{stage}' without writing a result" + tail
     return base
+
+
+def _machine_fault(result: EvalResult, config: EvalConfig) -> EvalResult:
+    """--device cpu-check: a compile error over a header of CUDA or torch that this machine lacks (and a GPU machine has)
+    is the harness's, naming what to install (:func:`.cuda_headers.lacking_header`), not the candidate's."""
+    if config.device == "cpu-check" and result.outcome is Outcome.COMPILE_ERROR:
+        from .cuda_headers import lacking_header
+
+        why = lacking_header(result.message)
+        if why:
+            result.outcome, result.message = Outcome.HARNESS_ERROR, f"{why}\n{result.message}"
+    return result
 
 
 def _merge(base: EvalResult, found: dict) -> EvalResult:
