@@ -268,7 +268,7 @@ def test_smoke_suite_judges_a_backend_dir_from_an_empty_folder(pytester):
                                            "no:cacheprovider", f"--kb-report={report}", f"--junitxml={junit}")  # fmt: skip
     result.assert_outcomes(passed=1, failed=1, skipped=1)
     result.stdout.fnmatch_lines([
-        "kernelbench: smoke suite, 3 ops (8 correctness samples, float32), implementations: *ops*",
+        "kernelbench: smoke suite, 3 ops (8 correctness samples, float32), implementations: *ops*, tolerance: backendbench",
         "*add.Tensor: incorrect (stage compare)*",
         "*aten.add.Tensor, correctness samples: trial 1/5: output 0:*",
         "*op correctness score*0.50 (1/2 ops)*",
@@ -277,6 +277,7 @@ def test_smoke_suite_judges_a_backend_dir_from_an_empty_folder(pytester):
     data = json.loads(report.read_text())
     rows = {r["problem"]: r for r in data["results"]}
     assert rows["relu.default"]["outcome"] == "correct" and rows["relu.default"]["extra"]["sandbox"]
+    assert rows["relu.default"]["tolerance"]["name"] == "backendbench" and rows["relu.default"]["tolerance"]["float32"] == [0.01, 0.01]
     relu = rows["relu.default"]["extra"]["op_suite"]
     assert relu["implementation"].endswith("relu_implementation.py")
     assert relu["performance"] == pytest.approx(rows["relu.default"]["speedup"])
@@ -288,6 +289,7 @@ def test_smoke_suite_judges_a_backend_dir_from_an_empty_folder(pytester):
     assert float(suite_props["kb_correctness_score"]) == 0.5 and suite_props["kb_ops"] == "2"
     item_props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in xml.iter("testcase")}
     assert item_props["test_op[add.Tensor]"]["correct"] == "False" and item_props["test_op[add.Tensor]"]["performance"] == "1.0"
+    assert item_props["test_op[relu.default]"]["tolerance"] == "backendbench"
 
 
 def test_opinfo_suite_judges_pytorch_against_itself(pytester):
