@@ -30,8 +30,8 @@ _PARTS = {"complex32": "float16", "chalf": "float16", "complex64": "float32", "c
           "cdouble": "float64"}  # fmt: skip
 
 
-def _uniform(value: float, rtol: float | None = None) -> dict[str, tuple[float, float]]:
-    return {OTHER: (value, value if rtol is None else rtol)}
+def _uniform(value: float) -> dict[str, tuple[float, float]]:
+    return {OTHER: (value, value)}
 
 
 PRESETS: dict[str, dict[str, tuple[float, float]]] = {
@@ -40,7 +40,6 @@ PRESETS: dict[str, dict[str, tuple[float, float]]] = {
     "pike": _uniform(1e-2),
     "backendbench": _uniform(1e-2),
 }
-CHOICES = (*PRESETS, "ATOL[,RTOL]")
 
 
 @dataclasses.dataclass(frozen=True)

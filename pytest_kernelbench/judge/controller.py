@@ -206,11 +206,12 @@ def _lost(base: EvalResult, why: str, stage: str, returncode: int | None, log_ta
 
 def _machine_fault(result: EvalResult, config: EvalConfig) -> EvalResult:
     """--device cpu-check: a compile error over a header of CUDA or torch that this machine lacks (and a GPU machine has)
-    is the harness's, naming what to install (:func:`.cuda_headers.lacking_header`), not the candidate's."""
+    is the harness's, naming what to install (:func:`.cuda_headers.missing_header`), not the candidate's."""
     if config.device == "cpu-check" and result.outcome is Outcome.COMPILE_ERROR:
-        from .cuda_headers import lacking_header
+        from .compile_only import cuda_home
+        from .cuda_headers import header_env, missing_header, torch_include_dir
 
-        why = lacking_header(result.message)
+        why = missing_header(result.message, cuda_home(), torch_include_dir(), header_env())
         if why:
             result.outcome, result.message = Outcome.HARNESS_ERROR, f"{why}\n{result.message}"
     return result

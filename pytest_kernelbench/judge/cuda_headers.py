@@ -1,4 +1,7 @@
-"""``--device cpu-check``'s headers: what a GPU machine's compile finds and a CPU-only machine's may not (trusted side).
+"""``--device cpu-check``'s headers: what a GPU machine's compile finds and a CPU-only machine's may not.
+
+The standard library only: :func:`header_env` runs in the candidate's build step (:mod:`.compile_only`), :func:`missing_header`
+in the controller, which trusts a build's message only as far as this machine's folders confirm it.
 
 A GPU machine compiles a candidate against a CUDA build of torch and a whole CUDA toolkit. A CPU-only machine has a
 CPU wheel of torch, whose ``c10/cuda`` and ``ATen/cuda`` headers are there but not the two its CMake build generates
@@ -93,10 +96,8 @@ def missing_header(message: str, cuda_home: str, torch_include: str, env: dict[s
     return ""
 
 
-def lacking_header(message: str) -> str:
-    """:func:`missing_header` with this machine's toolkit, torch and :func:`header_env` (no torch import)."""
-    from .compile_only import cuda_home
-
+def torch_include_dir() -> str:
+    """torch's include folder, found without importing torch ("" without torch)."""
     spec = importlib.util.find_spec("torch")
     roots = list(spec.submodule_search_locations or []) if spec else []
-    return missing_header(message, cuda_home(), os.path.join(roots[0], "include") if roots else "", header_env())
+    return os.path.join(roots[0], "include") if roots else ""
