@@ -13,6 +13,7 @@ Installed as the environment ``kernelbench`` (``environments/kernelbench``: ``vf
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -128,8 +129,9 @@ def kernel_rubric(mode: str, harness_error_reward: float, no_code_reward: float)
     return rubric
 
 
-def _rows(problems: list[Problem], target: Target) -> list[dict[str, Any]]:
-    return [{"prompt": code_messages(p.source, None, target), "answer": "",
+def _rows(problems: list[Problem], target: Target, config: EvalConfig) -> list[dict[str, Any]]:
+    """One row per problem, its prompt stating the tolerance of the problem's level (or the one asked for)."""
+    return [{"prompt": code_messages(p.source, None, dataclasses.replace(target, tolerance=config.for_level(p.level).tol)), "answer": "",
              "info": {"problem": f"{p.level}/{p.problem_id}", "level": p.level, "problem_id": p.problem_id, "name": p.name,
                       "source": p.source}} for p in problems]  # fmt: skip
 
@@ -162,9 +164,10 @@ def load_environment(
     if not device:
         device = pick_device(None)
     config = EvalConfig(device=device, **(judge or {}))
-    target = Target(normalize_language(language, device), device, config.atol, config.rtol)
+    target = Target(normalize_language(language, device), device)
     from datasets import Dataset
 
     judges = max_concurrent_judges or max(1, min(8, (os.cpu_count() or 2) // 2))
-    return KernelBenchEnv(config, judges, no_code_reward, eval_dataset=Dataset.from_list(_rows(chosen, target)), max_turns=max_turns,
+    rows = Dataset.from_list(_rows(chosen, target, config))
+    return KernelBenchEnv(config, judges, no_code_reward, eval_dataset=rows, max_turns=max_turns,
                           rubric=kernel_rubric(reward, harness_error_reward, no_code_reward), **kwargs)  # fmt: skip

@@ -11,6 +11,28 @@ from .extra import Extra
 from .outcome import Outcome, reward
 
 
+def is_noisy(result: Any) -> bool:
+    """Whether a correct result's speedup is noisy: the judge's ``speedup_noisy`` (its 95% interval reaches 1.0 or is
+    too wide to mean anything, :func:`pytest_kernelbench.judge.stats.speedup_interval`). Takes bare records too."""
+    return bool(getattr(result, "correct", False) and _fact(result, "speedup_noisy"))
+
+
+def _fact(result: Any, name: str) -> Any:
+    """A field of a result's extra: a typed :class:`Extra`, or a bare record's dict."""
+    extra = getattr(result, "extra", None)
+    return extra.get(name) if isinstance(extra, dict) else getattr(extra, name, None)
+
+
+def claimable_speedup(result: Any) -> float:
+    """The speedup a claim of "faster than p" may rest on (fast_p, perf@p): a noisy one's interval's low end, else the
+    speedup (0 without one)."""
+    speedup = getattr(result, "speedup", None) or 0.0
+    if is_noisy(result):
+        low = (_fact(result, "speedup_interval") or [0.0])[0]
+        return min(speedup, low or 0.0)
+    return speedup
+
+
 @dataclasses.dataclass
 class TimingStats:
     """Summary of repeated timings, in milliseconds, with the raw samples kept."""
@@ -72,6 +94,8 @@ class EvalResult:
     device_name: str = ""
     mode: str = "eager"
     ref_mode: str = ""  # "eval" or "train": the mode both models were put in after construction
+    # the outputs' tolerance: {"name": "kernelbench", "float32": [atol, rtol], ..., "other": [...]} (tolerance.py)
+    tolerance: dict[str, Any] = dataclasses.field(default_factory=dict)
     source_hash: str = ""
     candidate_path: str = ""
     versions: dict[str, str] = dataclasses.field(default_factory=dict)

@@ -25,6 +25,7 @@ def test_eval_json_prints_exactly_one_object(name, outcome, rc):
         assert data["speedup"] > 0 and data["ref_ms"] > 0 and data["new_ms"] > 0 and data["reward"] == data["speedup"] - 1
     else:
         assert data["reward"] == -2 and data["speedup"] is None and "outside atol" in data["message"]
+    assert data["tolerance"]["name"] == "kernelbench" and data["tolerance"]["float16"] == [0.01, 0.01]  # level 9: KernelBench's
 
 
 def test_eval_human_output_names_the_stage():
@@ -39,6 +40,7 @@ def test_eval_human_output_names_the_stage():
         (["missing_problem.py", str(BROKEN / "correct.py")], "no such problem file"),
         ([str(TINY_PROBLEM), "missing_solution.py"], "no such solution file"),
         ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--device", "tpu"], "'--device': 'tpu': choose cpu, cuda"),
+        ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--tolerance", "tight"], "--tolerance tight: choose kernelbench, pike"),
     ],
 )
 def test_eval_bad_input_is_one_line(args, says):

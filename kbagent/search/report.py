@@ -77,6 +77,9 @@ def best_info(best: Node | None, best_path: Path | None, rejudged: EvalResult | 
         "ref_ms": reported.ref_ms if reported else None,
         "new_ms": reported.new_ms if reported else None,
         "rejudged": rejudged is not None,
+        # the judge's say on the speedup's spread: fast_p counts a noisy gain only as far as its interval goes
+        "speedup_noisy": bool(reported.extra.speedup_noisy) if reported else False,
+        "speedup_interval": reported.extra.speedup_interval if reported else None,
         "search_outcome": r.outcome.value if r else None,
         "search_speedup": r.speedup if r else None,
         "path": str(best_path) if best_path else None,

@@ -140,7 +140,7 @@ def evaluate(
     config = config.for_level(problem.level)  # --ref-mode unset: eval for PIKE's levels, train for KernelBench's
     base = EvalResult(problem=problem.id, level=problem.level, problem_id=problem.problem_id, outcome=Outcome.UNKNOWN_ERROR,
                       device=config.device_label, mode=config.mode, ref_mode=config.ref_mode, source_hash=candidate.source_hash,
-                      candidate_path=candidate.path)  # fmt: skip
+                      candidate_path=candidate.path, tolerance=config.tol.to_dict())  # fmt: skip
     unavailable = mode_unavailable(config.mode, config.device)
     if unavailable:  # no verdict: this machine cannot run the baseline (pytest skips such items before they get here)
         base.outcome, base.message, base.extra = Outcome.HARNESS_ERROR, unavailable, Extra(skipped=unavailable)
@@ -165,7 +165,7 @@ def evaluate(
         base.wall_seconds = time.monotonic() - started
         result_path = Path(spec.result_path)
         if not why and result_path.exists():
-            return _merge(base, json.loads(result_path.read_text()))
+            return _machine_fault(_merge(base, json.loads(result_path.read_text())), config)
         return _lost(base, why, watcher.stage, proc.returncode, read_tail(log_path, config.log_chars), config)
 
 
@@ -200,6 +200,19 @@ def _lost(base: EvalResult, why: str, stage: str, returncode: int | None, log_ta
         base.outcome = Outcome.HARNESS_ERROR
         base.message = f"the supervisor {describe_exit(returncode)} during stage '{stage}' without writing a result" + tail
     return base
+
+
+def _machine_fault(result: EvalResult, config: EvalConfig) -> EvalResult:
+    """--device cpu-check: a compile error over a header of CUDA or torch that this machine lacks (and a GPU machine has)
+    is the harness's, naming what to install (:func:`.cuda_headers.missing_header`), not the candidate's."""
+    if config.device == "cpu-check" and result.outcome is Outcome.COMPILE_ERROR:
+        from .compile_only import cuda_home
+        from .cuda_headers import header_env, missing_header, torch_include_dir
+
+        why = missing_header(result.message, cuda_home(), torch_include_dir(), header_env())
+        if why:
+            result.outcome, result.message = Outcome.HARNESS_ERROR, f"{why}\n{result.message}"
+    return result
 
 
 def _merge(base: EvalResult, found: dict) -> EvalResult:

@@ -233,7 +233,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [
         f"kernelbench: {len(session.problems)} problems (level {', '.join(levels)}), candidates: {session.solutions}, "
         f"device: {cfg.device_label}, mode: {cfg.mode}, ref mode: {cfg.ref_mode or 'by level'}, timeout: {cfg.timeout:g}s, "
-        f"atol/rtol: {cfg.atol:g}/{cfg.rtol:g}",
+        f"tolerance: {', '.join(sorted({cfg.for_level(level).tol.label for level in levels}))}",
         f"kernelbench: candidate runners: sandbox {resolve(cfg.sandbox).label}",
     ]
 

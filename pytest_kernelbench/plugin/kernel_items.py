@@ -21,6 +21,7 @@ def test_kernel(kb_problem, kb_session, kb_candidate, request, record_property):
     for name in ("outcome", "speedup", "reward", "ref_ms", "new_ms", "stage", "source_hash"):
         value = getattr(result, name)
         record_property(name, value.value if isinstance(value, Outcome) else value)
+    record_property("tolerance", result.tolerance.get("name", ""))
     if result.correct:
         record_property("speedup_noisy", bool(result.extra.speedup_noisy))
         record_property("speedup_capped", bool(result.extra.speedup_capped))

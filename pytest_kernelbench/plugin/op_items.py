@@ -44,7 +44,8 @@ def test_op(kb_op, kb_session, request, record_property):
     request.node.stash[result_key] = result
     entry = result.extra.op_suite
     properties = {"op": kb_op.op, "outcome": result.outcome.value, "correct": entry["correct"], "performance": entry["performance"],
-                  "speedup": result.speedup, "implementation": entry["implementation"]}  # fmt: skip
+                  "speedup": result.speedup, "implementation": entry["implementation"],
+                  "tolerance": result.tolerance.get("name", "")}  # fmt: skip
     for name, value in properties.items():
         record_property(name, value)
     if not result.correct:

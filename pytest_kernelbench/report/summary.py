@@ -4,7 +4,8 @@ fast_p (KernelBench): the fraction of *all* judged problems whose candidate is
 correct and faster than ``p`` times the reference; fast_0 is the correct fraction.
 A noisy speedup (the judge's ``speedup_noisy``: its 95% interval reaches 1.0 or is too wide to
 mean anything, :func:`pytest_kernelbench.judge.stats.speedup_interval`) counts as faster than ``p``
-only when its whole interval is.
+only when its whole interval is (:func:`~pytest_kernelbench.result.claimable_speedup`; an op suite's
+perf@p counts the same way).
 """
 
 from __future__ import annotations
@@ -15,28 +16,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..outcome import Outcome
-from ..result import EvalResult
+from ..result import EvalResult, claimable_speedup, is_noisy
 from ..suites.scores import suite_scores
 
 FAST_P = (0.0, 1.0, 1.5, 2.0)
+__all__ = ["FAST_P", "fast_p", "geomean_speedup", "is_noisy", "summarize"]
 
 
 def fast_p(results: list[EvalResult], p: float) -> float:
     if not results:
         return 0.0
-    return sum(1 for r in results if r.correct and _shown_speedup(r) > p) / len(results)
-
-
-def is_noisy(result: EvalResult) -> bool:
-    return bool(result.correct and getattr(getattr(result, "extra", None), "speedup_noisy", None))  # kbagent's plots pass bare records
-
-
-def _shown_speedup(result: EvalResult) -> float:
-    """The speedup a claim of "faster than p" may rest on: a noisy one's interval's low end."""
-    if is_noisy(result):
-        low = (result.extra.speedup_interval or [0.0])[0]
-        return min(result.speedup or 0.0, low or 0.0)
-    return result.speedup or 0.0
+    return sum(1 for r in results if r.correct and claimable_speedup(r) > p) / len(results)
 
 
 def geomean_speedup(results: Iterable[EvalResult]) -> float | None:

@@ -3,6 +3,8 @@ performance sample, combined into one :class:`EvalResult` whose ``extra.op_suite
 
 As BackendBench does: the op is correct when every correctness sample passes; its performance is the
 geometric mean over its performance samples of the speedup over ATen, a sample that fails counting 1.0.
+Its claimable performance, which perf@p counts as fast_p counts speedups, is the same mean with a noisy
+sample's speedup taken at its interval's low end (:func:`~pytest_kernelbench.result.claimable_speedup`).
 An op whose correctness samples fail is not timed (its performance is 1.0). The item itself fails when
 any evaluation fails, a performance sample's included.
 """
@@ -17,7 +19,7 @@ from collections.abc import Callable
 from ..candidates import Candidate
 from ..extra import Extra
 from ..problems import Problem
-from ..result import EvalResult
+from ..result import EvalResult, claimable_speedup, is_noisy
 from .backend_dir import Implementation
 from .base import OpSample, OpTask
 from .codegen import candidate_source, problem_source
@@ -57,9 +59,19 @@ def sample_speedup(result: EvalResult) -> float:
 _SPEEDUP_FACTS = frozenset(f.name for f in dataclasses.fields(Extra) if "speedup" in f.name)  # one timing's facts
 
 
+def sample_claim(result: EvalResult) -> float:
+    """What a performance sample's speedup may claim: 1.0 for a failed one, as :func:`sample_speedup`; a noisy one's
+    interval's low end."""
+    claim = claimable_speedup(result) if result.correct else 1.0
+    return claim if math.isfinite(claim) and claim > 0 else 1.0
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else 1.0
+
+
 def combine(task: OpTask, suite: str, index: int, impl: Implementation, first: EvalResult, timed: list[EvalResult]) -> EvalResult:
-    speedups = [sample_speedup(r) for r in timed]
-    performance = math.exp(sum(math.log(s) for s in speedups) / len(speedups)) if speedups else 1.0
+    performance = _geomean([sample_speedup(r) for r in timed])
     failed = next((r for r in timed if not r.correct), None)
     single = len(timed) == 1 and failed is None
     # the timed sample's extra (its speedup's facts) when it is the op's only one; else none of the judge's speedup facts
@@ -86,6 +98,7 @@ def combine(task: OpTask, suite: str, index: int, impl: Implementation, first: E
         "correct": first.correct,
         "correctness_samples": len(task.correctness),
         "performance": performance,
+        "claimable_performance": _geomean([sample_claim(r) for r in timed]),
         "samples": [_sample_entry(s, r) for s, r in zip(task.performance, timed, strict=False)],
     }
     return result
@@ -93,7 +106,7 @@ def combine(task: OpTask, suite: str, index: int, impl: Implementation, first: E
 
 def _sample_entry(sample: OpSample, result: EvalResult) -> dict[str, object]:
     return {"sample": sample.describe(), "outcome": result.outcome.value, "speedup": sample_speedup(result),
-            "ref_ms": result.ref_ms, "new_ms": result.new_ms}  # fmt: skip
+            "noisy": is_noisy(result), "ref_ms": result.ref_ms, "new_ms": result.new_ms}  # fmt: skip
 
 
 def _listing(message: str, samples: tuple[OpSample, ...]) -> str:

@@ -231,13 +231,13 @@ class Timer:
         if got.mismatch:
             raise Verdict("incorrect", f"{label}: {got.mismatch}")
         if len(got.values) != len(want.values) or not all(
-            values_equal(a, b, cfg.atol, cfg.rtol) for a, b in zip(got.values, want.values, strict=False)
+            values_equal(a, b, cfg.tol) for a, b in zip(got.values, want.values, strict=False)
         ):
             raise Verdict("incorrect", f"{label}: output values {got.values[:5]!r}, expected {want.values[:5]!r}")
         worst = 0.0
         several = len(theirs_set.slots) > 1
         for i, (mine, theirs, seal) in enumerate(zip(mine_set.slots, theirs_set.slots, new.seals[index], strict=True)):
-            why, diff = compare_tensors(mine, theirs, cfg.atol, cfg.rtol, self.sealer, digest_value(seal))
+            why, diff = compare_tensors(mine, theirs, cfg.tol, None, self.sealer, digest_value(seal))
             if why:
                 raise Verdict("incorrect", f"{label}: output{f' {i}' if several else ''}: {why}")
             worst = max(worst, diff)
@@ -256,7 +256,7 @@ class Timer:
         spread, suspect = 0.0, True
         for a, b in zip(first, second, strict=True):
             if a.numel():
-                _, over, diff = compare_chunked(a, b, self.ctx.cfg.atol, self.ctx.cfg.rtol)
+                _, over, diff = compare_chunked(a, b, self.ctx.cfg.tol)
                 spread, suspect = max(spread, diff), suspect and over == 0
         scale = max(float(a.abs().max()) for a in first if a.numel()) or 1.0
         return spread / scale, bool(suspect)
