@@ -1,0 +1,152 @@
+"""The judge's parsers of candidate data, fed hostile data: every one is bounded and total.
+
+A runner's reply frames (``transport.decode``, ``Channel.recv``), their fields (``protocol.parse_reply``), a build step's
+PCH request file (``build.pch``) and its output values (``compare.values_equal``) may raise only the parser's own error
+class, whatever they are given: deep nesting, huge numbers, wrong types, truncated frames, giant strings, NaN. Seeded
+random data (no hypothesis), so a failure reproduces.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+import struct
+
+import pytest
+
+from pytest_kernelbench.judge import protocol as p
+from pytest_kernelbench.judge.transport import MAX_DEPTH, Channel, ProtocolError, decode
+
+SEED = 45
+REPLY_KINDS = (p.Done, p.Ready, p.Called, p.CalledEach, p.Traced, p.Profiled)
+FIELDS = ("ok", "error", "ms", "offstream", "mismatch", "values", "structure", "graph_error", "peak_bytes", "calls",
+          "ops", "all_threads", "kernels", "device_name", "versions")  # fmt: skip
+
+
+def nested(depth: int, leaf: object = 0) -> object:
+    value = leaf
+    for i in range(depth):
+        value = [value] if i % 2 else {"k": value}
+    return value
+
+
+def deep_text(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+LEAVES = [
+    None, True, False, -1, 0, 1, 2**62, 2**63, 10**400, -(10**4000), 1e308, -0.0, float("nan"), float("inf"),
+    "", "x" * 100_000, "\x1b[32mcorrect\x1b[0m", "\ud800", nested(3000), nested(60_000), [[1.0, 2]], {"k": [1, 2]},
+    [0] * 20_000, {"t": {"buf": 0}}, 1.5,
+]  # fmt: skip
+
+
+def hostile_value(rng: random.Random, depth: int = 0) -> object:
+    """One value of the kinds a hostile runner would send (decoded JSON, or what a careless parser could meet)."""
+    pick = rng.randrange(14)
+    if pick == 0 and depth < 4:
+        return [hostile_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    if pick == 1 and depth < 4:
+        return {rng.choice(FIELDS): hostile_value(rng, depth + 1) for _ in range(rng.randrange(4))}
+    return rng.choice(LEAVES)
+
+
+def hostile_reply(rng: random.Random) -> dict:
+    reply = {"ok": rng.random() < 0.9, "error": ""}
+    for name in rng.sample(FIELDS, rng.randrange(len(FIELDS))):
+        reply[name] = hostile_value(rng)
+    if rng.random() < 0.3:
+        reply["calls"] = [hostile_reply(rng) if rng.random() < 0.5 else {"ok": True, "error": "", "ms": 1.0}
+                          for _ in range(rng.randrange(3))]  # fmt: skip
+    return reply
+
+
+def test_parse_reply_raises_only_bad_reply_on_hostile_replies():
+    rng = random.Random(SEED)
+    for _ in range(3000):
+        kind = rng.choice(REPLY_KINDS)
+        try:
+            parsed = p.parse_reply(hostile_reply(rng), kind)
+        except p.BadReply:
+            continue
+        assert isinstance(parsed, kind)
+
+
+@pytest.mark.parametrize("data", [None, [], "ok", 7, nested(60_000)])
+def test_a_reply_that_is_no_map_is_a_bad_reply(data):
+    with pytest.raises(p.BadReply):
+        p.parse_reply(data, p.Called)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("ms", 10**4000), ("peak_bytes", 10**30), ("values", [[1, 2]]), ("values", [{"k": 1}]), ("values", [float("inf")]),
+     ("values", ["x" * (p.MAX_TEXT + 1)]), ("values", [0] * (p.MAX_VALUES + 1))],
+)  # fmt: skip
+def test_a_called_reply_carries_only_bounded_plain_values(field, value):
+    with pytest.raises(p.BadReply):
+        p.parse_reply({"ok": True, "error": "", "ms": 1.0, field: value}, p.Called)
+
+
+def test_honest_values_pass():
+    reply = p.parse_reply({"ok": True, "error": "", "ms": 1.0, "values": [None, True, 3, 2.5, "nan", 10**300]}, p.Called)
+    assert reply.values == [None, True, 3, 2.5, "nan", 10**300]
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ('{"a":' + deep_text(60_000) + "}", "nested deeper"),
+        ('{"a":' + deep_text(MAX_DEPTH) + "}", "nested deeper"),
+        ('{"a":' + "9" * 5000 + "}", "digits"),
+        ('{"a":[1e999]}', "out of range"),
+        ('{"a":-1e999}', "out of range"),
+        ('{"a":NaN}', "NaN"),
+        ('{"a":[Infinity]}', "Infinity"),
+        ('{"a":[1,2', "not JSON"),
+        ("[1]", "JSON object"),
+        ("", "not JSON"),
+    ],
+)
+def test_a_frame_out_of_bounds_is_a_protocol_error(body, says):
+    with pytest.raises(ProtocolError, match=says):
+        decode(body.encode())
+
+
+def test_a_frame_within_bounds_decodes():
+    within = '{"a":' + deep_text(MAX_DEPTH - 1) + ',"n":' + "9" * 1000 + ',"s":"' + "[" * 5000 + "1e999 NaN " + "9" * 5000 + '"}'
+    message = decode(within.encode())
+    assert message["n"] == int("9" * 1000) and message["s"].startswith("[[[")
+
+
+def test_random_bytes_and_truncations_raise_only_protocol_errors():
+    rng = random.Random(SEED)
+    honest = json.dumps(p.reply(p.Called, ms=0.5, offstream=False, mismatch="", values=[1, 2.5, "x"], structure=None,
+                                graph_error="")).encode()  # fmt: skip
+    for _ in range(2000):
+        body = bytearray(honest)
+        for _ in range(rng.randrange(1, 6)):
+            body[rng.randrange(len(body))] = rng.randrange(256)
+        cut = bytes(body[: rng.randrange(len(body) + 1)]) if rng.random() < 0.3 else bytes(body)
+        try:
+            assert isinstance(decode(cut), dict)
+        except ProtocolError:
+            pass
+
+
+def test_the_channel_turns_a_60000_deep_frame_into_a_protocol_error():
+    a, b = socket.socketpair()
+    supervisor = Channel(a)
+    body = ('{"ok":true,"error":"","ms":1.0,"values":' + deep_text(60_000) + "}").encode()
+    b.sendall(struct.pack("!I", len(body)) + body)
+    with pytest.raises(ProtocolError, match="nested deeper"):
+        supervisor.recv(5)
+    b.sendall(struct.pack("!I", 2) + b"{}")  # the frame was read whole: the next one is intact
+    assert supervisor.recv(5) == ({}, [])
+    b.sendall(struct.pack("!I", 100) + b'{"ok":')  # truncated: the other side closes mid-frame
+    b.close()
+    with pytest.raises(Exception) as caught:
+        supervisor.recv(5)
+    assert type(caught.value).__name__ in ("ChannelClosed", "ChannelTimeout")
+    supervisor.close()
