@@ -9,13 +9,16 @@ random data (no hypothesis), so a failure reproduces.
 from __future__ import annotations
 
 import json
+import os
 import random
 import socket
 import struct
 
 import pytest
 
+from pytest_kernelbench.build.tree import remove_tree, tree_size
 from pytest_kernelbench.judge import protocol as p
+from pytest_kernelbench.judge.supervisor.building import Builder
 from pytest_kernelbench.judge.transport import MAX_DEPTH, Channel, ProtocolError, decode
 
 SEED = 45
@@ -150,3 +153,53 @@ def test_the_channel_turns_a_60000_deep_frame_into_a_protocol_error():
         supervisor.recv(5)
     assert type(caught.value).__name__ in ("ChannelClosed", "ChannelTimeout")
     supervisor.close()
+
+
+# ---------------------------------------------------------------- folders a candidate shapes
+
+
+def deep_chain(root, depth: int, name: str = "d" * 20) -> None:
+    """``root/name/name/...`` ``depth`` folders deep (past PATH_MAX), with a file at the bottom; made by descriptor."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir(name, dir_fd=fd)
+            below = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = below
+        with open(os.open("bottom", os.O_WRONLY | os.O_CREAT, dir_fd=fd), "w") as fh:
+            fh.write("x")
+    finally:
+        os.close(fd)
+
+
+def test_a_1200_deep_cache_is_measured_and_trimmed_without_raising(tmp_path):
+    jit = tmp_path / "jit-key"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("not the candidate's")
+    (jit / "triton").mkdir(parents=True)
+    deep_chain(jit / "triton", 1200)
+    (jit / "triton" / "escape").symlink_to(outside)
+    (jit / "inductor").mkdir()
+    (jit / "inductor" / "kernel.so").write_text("y")
+    assert tree_size(jit, 10**9) == 10**9 + 1  # too deep to keep
+    builder = Builder.__new__(Builder)
+    builder._jit = jit
+    builder.trim_jit_cache()
+    assert jit.is_dir() and list(jit.iterdir()) == []
+    assert (outside / "keep").read_text() == "not the candidate's"
+
+
+def test_remove_tree_removes_any_depth_and_follows_no_symlink(tmp_path):
+    target = tmp_path / "build"
+    target.mkdir()
+    deep_chain(target, 300)
+    (tmp_path / "precious").write_text("keep")
+    (target / "link").symlink_to(tmp_path / "precious")
+    remove_tree(target)
+    assert not target.exists() and (tmp_path / "precious").read_text() == "keep"
+    small = tmp_path / "small"
+    (small / "a").mkdir(parents=True)
+    (small / "a" / "f").write_text("123")
+    assert tree_size(small, 100) == 3
