@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import socket
 import struct
 
@@ -173,7 +174,15 @@ def deep_chain(root, depth: int, name: str = "d" * 20) -> None:
         os.close(fd)
 
 
-def test_a_1200_deep_cache_is_measured_and_trimmed_without_raising(tmp_path):
+@pytest.fixture
+def deep_tmp(tmp_path):
+    """``tmp_path``, emptied here whatever the test did: pytest's own clean-up recurses and would fail on a deep chain."""
+    yield tmp_path
+    remove_tree(tmp_path, keep_top=True)
+
+
+def test_a_1200_deep_cache_is_measured_and_trimmed_without_raising(deep_tmp):
+    tmp_path = deep_tmp
     jit = tmp_path / "jit-key"
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -191,7 +200,8 @@ def test_a_1200_deep_cache_is_measured_and_trimmed_without_raising(tmp_path):
     assert (outside / "keep").read_text() == "not the candidate's"
 
 
-def test_remove_tree_removes_any_depth_and_follows_no_symlink(tmp_path):
+def test_remove_tree_removes_any_depth_and_follows_no_symlink(deep_tmp):
+    tmp_path = deep_tmp
     target = tmp_path / "build"
     target.mkdir()
     deep_chain(target, 300)
@@ -203,3 +213,38 @@ def test_remove_tree_removes_any_depth_and_follows_no_symlink(tmp_path):
     (small / "a").mkdir(parents=True)
     (small / "a" / "f").write_text("123")
     assert tree_size(small, 100) == 3
+
+
+# ---------------------------------------------------------------- a build step's PCH request file
+
+
+def hostile_request_lines(rng: random.Random, compiler: str) -> list[str]:
+    lines = ['{"event":"wanted","flags":' + deep_text(60_000) + "}", "[" * 60_000, '{"event":' + deep_text(900) + "}",
+             '{"event":"wanted","compiler":"' + compiler + '","flags":[' + "9" * 5000 + "]}",
+             '{"event":"used","seconds":NaN,"key":' + deep_text(900) + "}", '{"event":"used","seconds":1e999}',
+             '{"event":"wanted","compiler":' + "9" * 4000 + "}", "x" * 100_000, "\x1b[31m\x00\xff"]  # fmt: skip
+    for _ in range(40):
+        entry = {"event": rng.choice(["wanted", "used", "rejected", 3, None, ["wanted"]]),
+                 "compiler": rng.choice([compiler, 7, [compiler], "x" * 10_000]),
+                 "flags": rng.choice([["-ftrack-macro-expansion=0"], ["-DX"] * 100, [1, 2], "-O3", {"a": 1},
+                                      ["-isystem", "/tmp"], [nested(500)]]),
+                 "source": rng.choice(["main.cpp", 10**300, None, {"k": "v"}]), "key": rng.choice(["k", 5, []])}  # fmt: skip
+        lines.append(json.dumps(entry))
+    rng.shuffle(lines)
+    return lines
+
+
+def test_a_hostile_pch_request_file_is_read_without_raising(tmp_path):
+    from pytest_kernelbench.build.pch import Requests
+
+    rng = random.Random(SEED)
+    compiler = shutil.which("g++") or "/bin/true"
+    for round_ in range(6):
+        wanted = tmp_path / f"step{round_}" / "pch-wanted.jsonl"
+        wanted.parent.mkdir()
+        wanted.write_text("\n".join(hostile_request_lines(rng, compiler)) + "\n", errors="surrogateescape")
+        requests = Requests(tmp_path / "pch", wanted, compiler)
+        requests.poll()
+        counts = requests.close()
+        assert set(counts) <= {"refused", "used", "rejected"}, counts
+    assert not list((tmp_path / "pch").glob("*/torch/extension.h.gch"))
