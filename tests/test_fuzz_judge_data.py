@@ -17,6 +17,7 @@ import struct
 
 import pytest
 
+from pytest_kernelbench.build.cache import BuildFolder
 from pytest_kernelbench.build.tree import remove_tree, tree_size
 from pytest_kernelbench.judge import protocol as p
 from pytest_kernelbench.judge.supervisor.building import Builder
@@ -213,6 +214,30 @@ def test_remove_tree_removes_any_depth_and_follows_no_symlink(deep_tmp):
     (small / "a").mkdir(parents=True)
     (small / "a" / "f").write_text("123")
     assert tree_size(small, 100) == 3
+
+
+
+def test_a_build_folder_with_a_folder_for_a_baton_is_built_again(deep_tmp):
+    """torch's baton ``<ext>/lock`` is the judge's to remove; a folder there (the candidate's build step wrote it) makes
+    that extension folder corrupt: removed whole, so the build runs again, never an IsADirectoryError."""
+    root = deep_tmp / "builds"
+    outside = deep_tmp / "outside"
+    outside.mkdir()
+    (outside / "lock").write_text("not the build's")
+    hostile = root / "k" / "kb_ext"
+    (hostile / "lock" / "inner").mkdir(parents=True)
+    (hostile / "kb_ext.so").write_text("a library")
+    deep_chain(hostile / "lock", 1200)
+    (root / "k" / "stale").mkdir()
+    (root / "k" / "stale" / "lock").write_text("left by a killed build")
+    (root / "k" / "stale" / "stale.so").write_text("a library")
+    (root / "k" / "elsewhere").symlink_to(outside)
+    folder = BuildFolder(root, "k", timeout=5)
+    with folder as path:
+        assert not hostile.exists() and not (path / "stale" / "lock").exists()
+        assert folder.cached  # the stale build's library is still there
+        assert (outside / "lock").read_text() == "not the build's"
+    assert (root / "k.lock").exists() and not (root / "k" / "k.lock").exists()  # the lock is beside the folder
 
 
 # ---------------------------------------------------------------- a build step's PCH request file
