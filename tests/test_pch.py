@@ -180,6 +180,27 @@ def test_a_header_is_built_for_the_flags_torch_and_honest_builds_pass(extra):
     assert pch.safe_flags([*_torch_flags(), *extra], pch.trusted_includes()) == ""
 
 
+def test_the_flags_of_torchs_own_binding_compile_are_allowed(tmp_path):
+    """The binding compile's flags as this torch writes them into its build.ninja (a private function: skipped where
+    it is gone) get a header: the allowlist is what honest load_inline builds pass."""
+    import inspect
+    import shlex
+
+    from torch.utils import cpp_extension
+
+    write = getattr(cpp_extension, "_write_ninja_file_to_build_library", None)
+    if write is None:
+        pytest.skip("this torch writes its ninja file otherwise")
+    source = _binding(tmp_path, "f")
+    given = {"path": str(tmp_path / "build.ninja"), "name": "kb_x", "sources": [str(source)], "extra_cflags": ["-O3"],
+             "extra_cuda_cflags": [], "extra_sycl_cflags": [], "extra_ldflags": [], "extra_include_paths": [],
+             "with_cuda": False, "with_sycl": False, "is_standalone": False}  # fmt: skip
+    write(**{name: given[name] for name in inspect.signature(write).parameters})
+    line = next(line for line in (tmp_path / "build.ninja").read_text().splitlines() if line.startswith("cflags"))
+    found = binding_compile([*shlex.split(line.partition("=")[2]), "-c", str(source), "-o", "main.o"])
+    assert found is not None and pch.safe_flags(found[1], pch.trusted_includes()) == "", found
+
+
 @pytest.mark.parametrize(
     ("extra", "says"),
     [
