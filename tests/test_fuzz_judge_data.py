@@ -290,18 +290,17 @@ def test_values_equal_answers_for_plain_values(new, ref):
     assert values_equal(new, ref, 1e-2, 1e-2) in (True, False)
 
 
-@pytest.mark.xfail(strict=False, reason="values_equal of ints past a float's range: another change (issue 45)")
 @pytest.mark.parametrize(("new", "ref"), HUGE_PAIRS, ids=["huge-float", "float-huge", "huge-huge", "huger-both-signs"])
 def test_values_equal_answers_for_huge_ints(new, ref):
     same = values_equal(new, ref, 1e-2, 1e-2)
     assert same in (True, False) and (same or new != ref) and not (same and 1.0 in (new, ref))
 
 
-def test_values_equal_answers_for_every_value_a_reply_may_carry():
+def test_values_equal_answers_for_any_value_whatever_it_is():
+    """Values a reply may carry (plain leaves) and what a careless parser could pass on: deep, huge, NaN, containers."""
     rng = random.Random(SEED)
-    allowed = [v for v in LEAVES if p._scalar(v) and not (isinstance(v, int) and abs(v) > 2**1000)]
     for _ in range(2000):
-        new, ref = rng.choice(allowed), rng.choice(allowed)
+        new, ref = hostile_value(rng), hostile_value(rng)
         assert values_equal(new, ref, 1e-2, 1e-2) in (True, False)
 
 
