@@ -2,8 +2,10 @@
 
 A runner's reply frames (``transport.decode``, ``Channel.recv``), their fields (``protocol.parse_reply``), a build step's
 PCH request file (``build.pch``) and its output values (``compare.values_equal``) may raise only the parser's own error
-class, whatever they are given: deep nesting, huge numbers, wrong types, truncated frames, giant strings, NaN. Seeded
-random data (no hypothesis), so a failure reproduces.
+class, whatever they are given: deep nesting, huge numbers, wrong types, truncated frames, giant strings, NaN. The
+folders a candidate shapes (its JIT caches, its build folder) are measured, trimmed and cleared without raising, and two
+red-team files are judged for real: their verdicts are theirs, never harness_error. Seeded random data (no hypothesis),
+so a failure reproduces.
 """
 
 from __future__ import annotations
