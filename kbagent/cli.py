@@ -17,6 +17,7 @@ import typer
 
 from pytest_kernelbench.config import cuda_available, pick_device
 from pytest_kernelbench.problems import DATASET_ENV
+from pytest_kernelbench.report.text import markup, printable
 
 app = typer.Typer(help="KernelBench agent tools: judge candidates, run agent searches.", no_args_is_help=True, add_completion=False)
 
@@ -98,21 +99,21 @@ def eval_command(
 
         from pytest_kernelbench.report.summary import capped_note
 
-        console = Console()
+        console, name = Console(), markup(problem.name)
         if result.correct:
             console.print(
-                f"[green]correct[/] {problem.name}: {result.speedup:.3f}x (reference {result.ref_ms:.4g} ms, "
-                f"candidate {result.new_ms:.4g} ms, reward {result.reward:+.3f}) on {result.device_name or device}"
+                f"[green]correct[/] {name}: {result.speedup:.3f}x (reference {result.ref_ms:.4g} ms, "
+                f"candidate {result.new_ms:.4g} ms, reward {result.reward:+.3f}) on {markup(result.device_name or device)}"
                 + (" [yellow]noisy: the timing's spread cannot tell this speedup from none[/]" if result.extra.speedup_noisy else "")
                 + (f" [yellow]{escape(capped_note(result).strip())}[/]" if capped_note(result) else "")
             )
         elif result.outcome.value == "built":
-            console.print(f"[green]built[/] {problem.name} (--device cpu-check: no timing, no reward)")
-            console.print(result.message, markup=False, highlight=False)
+            console.print(f"[green]built[/] {name} (--device cpu-check: no timing, no reward)")
+            console.print(printable(result.message), markup=False, highlight=False)
         else:
             reward = "no reward: the judge's own failure" if result.reward is None else f"reward {result.reward:+.0f}"
-            console.print(f"[red]{result.outcome.value}[/] {problem.name} (stage {result.stage}, {reward})")
-            console.print(result.message, markup=False, highlight=False)
+            console.print(f"[red]{result.outcome.value}[/] {name} (stage {markup(result.stage)}, {reward})")
+            console.print(printable(result.message), markup=False, highlight=False)
     raise typer.Exit(0 if result.correct or result.outcome.value == "built" else 1)
 
 
@@ -354,7 +355,7 @@ def search_command(
 
     def progress(line: str) -> None:
         if not quiet:
-            typer.echo(f"[kbagent] {line}", err=True)
+            typer.echo(f"[kbagent] {printable(line)}", err=True)
 
     progress(f"{problem.name}: model {config.model}, {config.num_samples} samples x {config.num_phases} phases, strategy "
              f"{config.strategy}, language {config.language}, device {eval_config.device_label}{' (dry run)' if config.dry_run else ''}; "

@@ -25,6 +25,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from kbagent.runfolder import load_summary, load_tree
+from pytest_kernelbench.report.text import printable
 from pytest_kernelbench.result import claimable_speedup
 
 
@@ -132,6 +133,7 @@ def table(runs: list[Run]) -> str:
                 str(s.get("stop_reason", "")),
             )
         )
+    rows = [tuple(printable(cell) for cell in row) for row in rows]  # run folders hold what a search was sent
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))

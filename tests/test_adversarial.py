@@ -159,6 +159,7 @@ def test_the_judge_concludes_what_the_file_says(name, scene):
         assert result.speedup is None
     check = spec.get("check")
     if check:
+        scene["name"] = name
         CHECKS[check](scene)
     if "strict" in spec:
         strict = judge(name, scene, strict=True)
@@ -238,8 +239,22 @@ def next_candidate_clean(scene: dict) -> None:
     assert not list(REPO.rglob("kb_poison.pth")) and not (REPO / "torch.py").exists()
 
 
+def jit_cache_trimmed(scene: dict) -> None:
+    """The candidate's Triton cache, too deep to measure, was emptied (the trim neither raised nor left it)."""
+    caches = list(scene["folders"]["builds"].glob("jit-*"))
+    assert caches and all(not any(cache.iterdir()) for cache in caches), caches
+
+
+def judged_again(scene: dict) -> None:
+    """The same source judged again (its build folder as the first judgment left it) concludes the same."""
+    name = scene["name"]
+    again = judge(name, scene)
+    assert again.outcome.value in headers(name)["judge"].split("|"), f"{name} judged again: {again.outcome} {again.message[:1500]}"
+
+
 CHECKS = {"no-survivor": no_survivor, "next-candidate-clean": next_candidate_clean, "lock-free": lock_free,
-          "secrets-planted": secrets_planted, "server": server, "caches-untouched": caches_untouched}  # fmt: skip
+          "secrets-planted": secrets_planted, "server": server, "caches-untouched": caches_untouched,
+          "jit-cache-trimmed": jit_cache_trimmed, "judged-again": judged_again}  # fmt: skip
 
 
 def test_op_breakdown_is_reported_for_every_candidate(scene):

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from helpers import BROKEN, TINY_PROBLEM
+from helpers import BROKEN, TESTS, TINY_PROBLEM
 
 
 def kbagent(*args):
@@ -87,3 +87,12 @@ def test_table_of_a_bad_or_foreign_file_is_one_line_and_exit_2(tmp_path, content
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith(f"error: {path}: {says}") and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert proc.stdout == ""
+
+
+def test_eval_human_output_shows_a_candidates_escape_sequences_as_text():
+    """A candidate's error text draws a green 'correct 48.000x' with escape sequences: printed, they are text."""
+    proc = kbagent("eval", str(TINY_PROBLEM), str(TESTS / "adversarial" / "escape_sequences.py"), "--device", "cpu")
+    assert proc.returncode == 1, proc.stderr
+    assert "runtime_error" in proc.stdout and "correct 48.000x" in proc.stdout
+    assert "\x1b" not in proc.stdout and "\r" not in proc.stdout and "\x07" not in proc.stdout
+    assert "\\x1b[32mcorrect\\x1b[0m" in proc.stdout and "[green]correct 48.000x[/green]" in proc.stdout

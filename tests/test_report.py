@@ -156,3 +156,27 @@ def test_a_capped_speedup_says_so_with_both_numbers_wherever_a_person_reads_it()
     row = next(line for line in table.splitlines() if "L1-1_x" in line)
     assert "capped (claimed 1.87x)" in row and "1.00x" in row
     assert "capped" not in next(line for line in table.splitlines() if "L1-2_y" in line)
+
+
+HOSTILE = "L1-1_\x1b[32mcorrect\x1b[0m\r[bold green]48.000x[/bold green]\u202e"
+
+
+def test_printable_shows_control_characters_and_keeps_lines_and_tabs():
+    from pytest_kernelbench.report.text import markup, printable
+
+    assert printable("a\x1b[2Kb\rc\r\n\td\x00\x7f\x9b\u202e\ud800") == "a\\x1b[2Kb\\x0dc\r\n\td\\x00\\x7f\\x9b\\u202e\\ud800"
+    assert printable("plain text\nline two\ttab") == "plain text\nline two\ttab"
+    assert markup("[green]x[/]\x1b") == "\\[green]x\\[/]\\x1b"
+
+
+def test_the_summary_table_shows_a_hostile_name_as_text():
+    text = render_summary([result(HOSTILE, Outcome.RUNTIME_ERROR)], verbose=True, width=200)
+    assert "\x1b" not in text and "\r" not in text and "\u202e" not in text
+    assert "\\x1b[32mcorrect" in text.replace("\n", "") and "[bold green]48.000x[/bold green]" in text.replace("\n", "")
+
+
+def test_the_markdown_table_shows_a_hostile_name_as_text():
+    from pytest_kernelbench.report.markdown import report_table
+
+    text = report_table({}, [result(HOSTILE, Outcome.RUNTIME_ERROR)])
+    assert "\x1b" not in text and "\r" not in text and "\\x1b[32mcorrect" in text

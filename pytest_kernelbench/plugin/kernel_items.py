@@ -11,6 +11,7 @@ from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.plugin import benchmark_bridge, judge
 from pytest_kernelbench.plugin.session import result_key
 from pytest_kernelbench.report.summary import capped_note, claimed_speedup
+from pytest_kernelbench.report.text import printable
 
 _HF_HINTS = ("huggingface", "hf_hub", "from_pretrained", "transformers", "offline")
 
@@ -35,11 +36,11 @@ def test_kernel(kb_problem, kb_session, kb_candidate, request, record_property):
         and result.outcome in (Outcome.COMPILE_ERROR, Outcome.INIT_ERROR, Outcome.UNKNOWN_ERROR, Outcome.HARNESS_ERROR)
         and any(hint in result.message.lower() for hint in _HF_HINTS)
     ):
-        pytest.skip(f"level 4 needs Hugging Face weights that could not be loaded: {result.message.strip().splitlines()[-1]}")
+        pytest.skip(f"level 4 needs Hugging Face weights that could not be loaded: {printable(result.message.strip().splitlines()[-1])}")
     if result.outcome is Outcome.BUILT:
         return  # --device cpu-check passed (compiled, or matched on the CPU): no speed to hold to --min-speedup
     if not result.correct:
-        pytest.fail(f"{kb_problem.id}: {result.outcome.value} (stage {result.stage or '-'})\n{result.message}", pytrace=False)
+        pytest.fail(f"{kb_problem.id}: {result.outcome.value} (stage {result.stage or '-'})\n{printable(result.message)}", pytrace=False)
     if result.speedup is not None and result.speedup < kb_session.min_speedup:
         pytest.fail(
             f"{kb_problem.id}: correct but {result.speedup:.3f}x is below --min-speedup {kb_session.min_speedup:g} "

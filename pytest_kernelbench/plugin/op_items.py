@@ -9,6 +9,7 @@ import pytest
 from pytest_kernelbench.config import EvalConfig
 from pytest_kernelbench.plugin import _pytest_timeout_mark, judge
 from pytest_kernelbench.plugin.session import result_key, session_key
+from pytest_kernelbench.report.text import printable
 from pytest_kernelbench.suites.run import evaluate_op
 
 
@@ -49,6 +50,6 @@ def test_op(kb_op, kb_session, request, record_property):
     for name, value in properties.items():
         record_property(name, value)
     if not result.correct:
-        pytest.fail(f"{kb_op.name}: {result.outcome.value} (stage {result.stage or '-'})\n{result.message}", pytrace=False)
+        pytest.fail(f"{kb_op.name}: {result.outcome.value} (stage {result.stage or '-'})\n{printable(result.message)}", pytrace=False)
     if result.speedup is not None and result.speedup < kb_session.min_speedup:
         pytest.fail(f"{kb_op.name}: correct but {result.speedup:.3f}x is below --min-speedup {kb_session.min_speedup:g}", pytrace=False)

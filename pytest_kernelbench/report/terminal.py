@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ..result import EvalResult
 from .summary import FAST_P, claimed_speedup, is_noisy, summarize
+from .text import markup
 
 _STYLE = {"correct": "green", "built": "cyan", "incorrect": "red", "timeout": "magenta", "rejected": "bold red"}
 
@@ -32,13 +33,13 @@ def render_summary(results: list[EvalResult], *, verbose: bool, width: int = 100
             style = _STYLE.get(r.outcome.value, "yellow")
             suspect = " [yellow](near-constant output: speedup suspect)[/]" if r.extra.suspect_constant_output else ""
             rows.add_row(
-                r.problem + suspect,
+                markup(r.problem) + suspect,
                 f"[{style}]{r.outcome.value}[/]",
                 _ms(r.ref_ms),
                 _ms(r.new_ms),
                 _speedup(r),
                 "-" if r.reward is None else f"{r.reward:+.2f}",
-                "" if r.correct else r.stage,
+                "" if r.correct else markup(r.stage),
             )
         console.print(rows)
     table = Table(title=f"kernelbench summary: {stats['total']} judged")
@@ -55,11 +56,12 @@ def render_summary(results: list[EvalResult], *, verbose: bool, width: int = 100
     console.print(table)
     if stats["suspect_constant_output"]:
         console.print(
-            f"[yellow]near-constant reference output (speedups suspect):[/] {', '.join(stats['suspect_constant_output'])}",
+            f"[yellow]near-constant reference output (speedups suspect):[/] {', '.join(map(markup, stats['suspect_constant_output']))}",
             highlight=False,
         )
     if stats["noisy_speedup"]:
-        console.print(f"[yellow]noisy speedups (not counted as gains in fast_p):[/] {', '.join(stats['noisy_speedup'])}", highlight=False)
+        noisy = ", ".join(map(markup, stats["noisy_speedup"]))
+        console.print(f"[yellow]noisy speedups (not counted as gains in fast_p):[/] {noisy}", highlight=False)
     return buffer.getvalue()
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,18 +154,14 @@ class Builder:
         return self._jit
 
     def trim_jit_cache(self) -> None:
+        """Empty the caches once over :data:`JIT_CACHE_BYTES` (or too deep or odd to measure: the candidate shapes them);
+        iterative and bounded (build/tree.py), so nothing in them can make this raise."""
+        from ...build.tree import remove_tree, tree_size
+
         if self._jit is None:
             return
-        try:
-            size = sum(f.lstat().st_size for f in self._jit.rglob("*") if f.is_file() and not f.is_symlink())
-        except OSError:
-            size = JIT_CACHE_BYTES + 1
-        if size > JIT_CACHE_BYTES:  # its contents only: another judge of this source may be binding the folder now
-            for child in list(self._jit.iterdir()):
-                if child.is_dir() and not child.is_symlink():
-                    shutil.rmtree(child, ignore_errors=True)
-                else:
-                    child.unlink(missing_ok=True)
+        if tree_size(self._jit, JIT_CACHE_BYTES) > JIT_CACHE_BYTES:
+            remove_tree(self._jit, keep_top=True)  # its contents only: another judge of this source may be binding it now
 
 
 def check_env() -> dict[str, str]:
