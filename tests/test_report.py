@@ -39,9 +39,9 @@ def test_fast_p_counts_over_all_judged_problems():
 
 def test_a_noisy_gain_counts_in_fast_p_only_as_far_as_its_interval_goes_and_is_marked():
     noisy = result("n", Outcome.CORRECT, 1.8)
-    noisy.extra.update(speedup_noisy=True, speedup_interval=[0.9, 3.6])
+    noisy.extra.speedup_noisy, noisy.extra.speedup_interval = True, [0.9, 3.6]
     steady = result("s", Outcome.CORRECT, 1.8)
-    steady.extra.update(speedup_noisy=False, speedup_interval=[1.7, 1.9])
+    steady.extra.speedup_noisy, steady.extra.speedup_interval = False, [1.7, 1.9]
     assert fast_p([noisy, steady], 1) == pytest.approx(1 / 2) and fast_p([noisy, steady], 0) == 1.0
     assert summarize([noisy, steady])["noisy_speedup"] == ["n"]
     text = render_summary([noisy, steady], verbose=True, width=140)

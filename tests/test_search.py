@@ -537,7 +537,7 @@ def test_the_best_is_rejudged_fresh_and_that_is_what_is_reported(tmp_path):
     def fresh(problem, source):
         result = judge_source(problem, source)
         result.speedup = 1.0  # the lucky search-time figure does not repeat
-        result.extra.update(speedup_noisy=True, speedup_interval=[0.7, 1.4])
+        result.extra.speedup_noisy, result.extra.speedup_interval = True, [0.7, 1.4]
         return result
 
     judge.rejudge_as = fresh

@@ -99,8 +99,8 @@ def test_perf_at_p_counts_a_noisy_gain_as_fast_p_does():
     task = OpTask("aten.relu.default", (OpSample((TensorSpec((2,)),)),), (OpSample((TensorSpec((8,)),)),))
     impl = Implementation(task.op, "/d/relu/relu_implementation.py", "relu_kernel_impl")
     noisy, steady = judged(speedup=1.8), judged(speedup=1.8)
-    noisy.extra.update(speedup_noisy=True, speedup_interval=[0.9, 3.6])
-    steady.extra.update(speedup_noisy=False, speedup_interval=[1.7, 1.9])
+    noisy.extra.speedup_noisy, noisy.extra.speedup_interval = True, [0.9, 3.6]
+    steady.extra.speedup_noisy, steady.extra.speedup_interval = False, [1.7, 1.9]
     ops = [combine(task, "smoke", i, impl, judged(), [timed]) for i, timed in enumerate((noisy, steady))]
     entries = [op.extra.op_suite for op in ops]
     assert [e["samples"][0]["noisy"] for e in entries] == [True, False]
