@@ -351,26 +351,3 @@ class LogPipe:
                     del self._tail[: len(self._tail) - self.keep]
         os.close(self.read_fd)
 
-
-def folder_bytes(paths: list[Path], limit: int, max_entries: int = 200_000) -> int:
-    """Bytes in the files below ``paths`` (links not followed), counted until the total passes ``limit`` (then that
-    total is returned at once): a bounded walk with a stack of its own, however deep or wide the candidate made it."""
-    total, seen, todo = 0, 0, [str(p) for p in paths]
-    while todo:
-        try:
-            entries = os.scandir(todo.pop())
-        except OSError:
-            continue
-        with entries:
-            for entry in entries:
-                seen += 1
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        todo.append(entry.path)
-                    else:
-                        total += entry.stat(follow_symlinks=False).st_blocks * 512
-                except OSError:
-                    continue
-                if total > limit or seen > max_entries:  # a tree too big to walk counts as over
-                    return max(total, limit + 1)
-    return total

@@ -21,7 +21,7 @@ import torch
 from .. import protocol as p
 from ..assignment import describe_exit, read_tail
 from ..cgroups import Cgroup
-from ..procs import ProcessTree, descendants, folder_bytes, tree_cpu_seconds
+from ..procs import ProcessTree, descendants, tree_cpu_seconds
 from ..runner import PROFILE_ENV, serve
 from ..sandbox import (
     SCRATCH,
@@ -323,7 +323,7 @@ class Runners:
     def check_disk(self, side: Side) -> None:
         """Over :data:`plan.DISK_BYTES` in the folders it can write (build folder, JIT caches, a scratch on the host):
         the candidate's outcome, naming the limit."""
-        if side.disk and folder_bytes(side.disk, DISK_BYTES) > DISK_BYTES:
+        if side.disk and _disk_bytes(side.disk, DISK_BYTES) > DISK_BYTES:
             stage = self.ctx.status.stage
             self.stop(side)
             raise Verdict("runtime_error", f"wrote more than {DISK_BYTES / 2**30:g} GiB to its folders (build folder, JIT caches, "
@@ -406,3 +406,16 @@ class Runners:
     def live_pids(self) -> list[list[int]]:
         """Each live runner's process tree (both sides), for binding to the timing core."""
         return [side.pids() for side in (self.reference, self.candidate) if side is not None and side.alive()]
+
+
+def _disk_bytes(folders: list[Path], limit: int) -> int:
+    """The bytes in ``folders`` (those that exist), or more than ``limit`` once over it (a bounded walk: build/tree.py)."""
+    from ...build.tree import tree_size
+
+    total = 0
+    for folder in folders:
+        if folder.is_dir():
+            total += tree_size(folder, limit - total)
+            if total > limit:
+                break
+    return total
