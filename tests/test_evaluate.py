@@ -20,7 +20,7 @@ def judge(name, **config):
 def test_correct_candidate_has_speedup_timings_and_metadata():
     result = judge("correct", process_pairs=1)  # one pair of runners: the speedup is its medians' (a second pair's: below)
     assert result.outcome is Outcome.CORRECT, result.message
-    assert "min_free_gib_at_lock" not in result.extra  # a CUDA-only figure
+    assert result.extra.min_free_gib_at_lock is None  # a CUDA-only figure
     # the event speedup, unless the supervisor's clock cannot vouch for that much gain (stats.wall_check)
     event = result.ref.median / result.new.median
     capped = result.extra.speedup_capped
@@ -115,8 +115,11 @@ def test_a_cpu_speedup_is_timed_again_in_fresh_runners_and_noisy_when_the_proces
         # pairs that agree on a gain add no doubt of their own: noisy only where a pair's own rounds were
         assert result.extra.speedup_noisy == any(pair["noisy"] for pair in pairs), pairs
     assert result.extra.timed_calls >= 2 * (20 + 3)  # both pairs: warm-up and min_reps timed calls each
-    # both pairs' references forked alike, before this supervisor ran a parallel op (a fork after that hung in one)
-    assert {pair["reference"] for pair in pairs} == {"forked"}
+    # the spares' references forked alike, before this supervisor ran a parallel op (a fork after that hung in one); a
+    # pair beyond them (a loaded machine's spread can ask for one) starts a new interpreter
+    from pytest_kernelbench.judge.stats import SPARE_PAIRS
+
+    assert {pair["reference"] for pair in pairs[:SPARE_PAIRS]} == {"forked"}
 
 
 @pytest.mark.parametrize("calls", [4, 40])
@@ -126,8 +129,11 @@ def test_rounds_of_several_calls_time_each_call_on_its_own_inputs_and_keep_one_s
     assert result.outcome is Outcome.CORRECT, result.message
     extra = result.extra
     assert extra.calls_per_round == calls and 0.33 < result.speedup < 3.0
-    # 3 warm-up calls make one whole round; a sample is a round's mean per call, and min_reps (CPU: 10) counts samples
-    assert extra.timed_calls == calls * (1 + result.new.rounds) and result.ref.rounds == result.new.rounds >= 10
+    # 3 warm-up calls make one whole round; a sample is a round's mean per call, and min_reps (CPU: 10) counts samples;
+    # a batch the wall clock did not vouch for (a loaded machine's capped one) was timed again: its rounds count too
+    assert result.ref.rounds == result.new.rounds >= 10 and extra.timed_calls % calls == 0
+    assert extra.timed_calls == calls * (1 + result.new.rounds) if extra.wall_check_first_batch is None else \
+        extra.timed_calls > calls * (1 + result.new.rounds)
     assert extra.checked_calls == extra.timed_calls and extra.wall_check["ok"]
 
 
@@ -180,7 +186,11 @@ def test_hang_times_out_and_the_timeout_excludes_nothing_else():
     result = judge("timeout", timeout=6)
     assert result.outcome is Outcome.TIMEOUT and result.reward == -7
     assert "timed out after 6 s during stage 'run'" in result.message
-    assert time.monotonic() - started < 20
+    from pytest_kernelbench.judge.stages import charged
+
+    # 6 s of its own time; a runner's start (importing torch: seconds on a loaded machine) is not its time
+    assert sum(s for stage, s in result.stage_seconds.items() if charged(stage)) < 6 + 3, result.stage_seconds
+    assert time.monotonic() - started < 60
 
 
 def _alive(pid):

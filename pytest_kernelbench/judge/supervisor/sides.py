@@ -363,7 +363,8 @@ class Runners:
             return Verdict("harness_error", f"the reference failed during stage '{stage}': {text}" + side.log_tail(chars))
         cgroup = side.process.cgroup
         if cgroup is not None and cgroup.oom_killed():  # the kernel's own account of it: over --kb-max-memory
-            text = f"went over the memory limit of {self.ctx.cfg.max_memory_gb:g} GB (--kb-max-memory) during stage '{stage}': {text}"
+            text = (f"used more than {self.ctx.cfg.max_memory_gb:g} GB of host memory during stage '{stage}' (killed at its cgroup's "
+                    f"limit, --kb-max-memory): {text}")
         self.stop(side)
         if stage in CANDIDATE_FAILURE:
             return Verdict(CANDIDATE_FAILURE[stage].value, text + side.log_tail(chars))
