@@ -23,7 +23,7 @@ CHEAT = (TESTS / "adversarial" / "modifies_input.py").read_text()  # writes into
 @contextlib.contextmanager
 def kbagent_serve(state: Path, log: Path, *extra: str):
     """The service in its own process on a free loopback port, serving the tiny level 9; killed (bounded) on leaving.
-    Its client sends the token the service printed."""
+    Its client sends the token the service printed (or the ``--token`` given, as X-API-Key)."""
     args = ["serve", "--port", "0", "--device", "cpu", "--state", str(state), "--trials", "1", "--timeout", "60",
             "--request-timeout", "120", "--log-level", "warning", "--level", "9", "--dataset", str(DATA / "tiny"), *extra]  # fmt: skip
     with log.open("w") as err:
@@ -35,9 +35,11 @@ def kbagent_serve(state: Path, log: Path, *extra: str):
         while not (found := re.search(r"listening on (http://127\.0\.0\.1:\d+)", log.read_text())):
             assert proc.poll() is None and time.monotonic() < deadline, f"the service did not start: {log.read_text()}"
             time.sleep(0.1)
-        tokens = re.findall(r"token (\S+) \(send it as Authorization: Bearer <token> or X-API-Key: <token>\)", log.read_text())
-        assert len(tokens) == 1, log.read_text()  # printed once
-        with httpx.Client(base_url=found.group(1), timeout=120, headers={"Authorization": f"Bearer {tokens[0]}"}) as client:
+        printed = re.findall(r"token (\S+) \(send it as Authorization: Bearer <token> or X-API-Key: <token>\)", log.read_text())
+        given = extra[extra.index("--token") + 1] if "--token" in extra else None
+        assert len(printed) == (0 if given else 1), log.read_text()  # a new one is printed, once; a given one never
+        headers = {"X-API-Key": given} if given else {"Authorization": f"Bearer {printed[0]}"}
+        with httpx.Client(base_url=found.group(1), timeout=120, headers=headers) as client:
             yield proc, client
     finally:
         proc.kill()
@@ -82,8 +84,12 @@ def test_concurrent_clients_a_cheat_and_an_episode_that_survives_a_kill(tmp_path
         proc.kill()  # SIGKILL: no shutdown, no flush
         proc.wait(timeout=30)
 
-    with kbagent_serve(state, tmp_path / "second.log") as (_, client):
+    token = "a-token-of-our-own-choosing"
+    with kbagent_serve(state, tmp_path / "second.log", "--token", token, "--allow-problem-code", "--allow-host", "gpu-box") as (_, client):
         eid = finish["episode_id"]
         assert client.get(f"/v1/episodes/{eid}").json() == finish
+        gpu_box = {"Host": f"gpu-box:{client.base_url.port}"}
+        assert client.post("/v1/episodes", json={"problem_code": TINY}, headers=gpu_box).status_code == 200
+        assert client.get("/healthz", headers={"Host": "elsewhere"}).status_code == 403
         assert client.post(f"/v1/episodes/{eid}/run_kernel", json={"code": "x"}).status_code == 409
         assert 'kbagent_episodes{state="finished"} 1' in client.get("/metrics").text
