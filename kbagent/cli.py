@@ -134,11 +134,14 @@ def check_command(
 @app.command("serve")
 @judge_options
 def serve_command(
-    host: str = typer.Option("127.0.0.1", help="address to listen on; any but a loopback address needs --token"),
+    host: str = typer.Option("127.0.0.1", help="address to listen on"),
     port: int = typer.Option(8000, help="port to listen on (0: a free one; the address is printed on stderr)"),
     token: str | None = typer.Option(
-        None, envvar="KBAGENT_SERVE_TOKEN", show_default=False, help="bearer token every request but /healthz must send"
+        None, envvar="KBAGENT_SERVE_TOKEN", show_default=False,
+        help="token every request but /healthz must send (Authorization: Bearer, or X-API-Key); default: a new one, printed",
     ),
+    allow_host: list[str] = typer.Option([], "--allow-host", help="a Host the service also answers to (NAME or NAME:PORT), "
+                                         "besides the address it listens on"),
     state: Path = typer.Option(Path("kbagent-serve"), help="folder of the episodes' log, written as they go and read back on start"),
     workers: int | None = typer.Option(None, help="evaluations at once (default: half the cores, at most 16, at least one per GPU)"),
     queue: int = typer.Option(64, help="evaluations that may wait beyond --workers; more are answered 429 with Retry-After"),
@@ -152,10 +155,9 @@ def serve_command(
         f"(default: ${DATASET_ENV})"
     ),
     log_level: str = typer.Option("info", help="uvicorn's log level", parser=_choice(("critical", "error", "warning", "info", "debug"))),
-    allow_problem_code: bool | None = typer.Option(
-        None, "--allow-problem-code/--no-problem-code", show_default=False,
-        help="judge against a client's own problem_code, which runs outside the sandbox as the trusted reference (default: on "
-        "loopback only)",
+    allow_problem_code: bool = typer.Option(
+        False, "--allow-problem-code", help="judge against a client's own problem_code, which runs as the judge's reference, "
+        "outside the candidate's sandbox: only for clients trusted with this machine",
     ),
     judge: dict[str, Any] | None = None,
 ) -> None:
@@ -165,7 +167,7 @@ def serve_command(
 
     values = dict(judge or {})
     options = ServeOptions(host, port, token or None, state, workers, queue, request_timeout, level, subset, list(dataset), log_level,
-                           allow_problem_code)  # fmt: skip
+                           allow_problem_code, tuple(allow_host))  # fmt: skip
     try:
         device = pick_device(values.pop("device", None))
         _eval_config(device, values)  # the service's judge options, checked once

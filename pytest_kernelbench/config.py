@@ -34,7 +34,7 @@ def default_lock_dir() -> Path:
 
 
 # Paths on the machine that judges: left out of reports and saved run settings, never carried elsewhere.
-MACHINE_FOLDERS = ("lock_dir", "build_dir", "pch_dir")
+MACHINE_FOLDERS = ("lock_dir", "build_dir", "pch_dir", "hide")
 
 # How the reference runs (--mode): eager, torch.compile with an inductor mode ("compile" is "compile:default"),
 # or torch.compile with the torch_tensorrt backend (needs torch-tensorrt and a GPU).
@@ -162,6 +162,9 @@ class EvalConfig:
     # the candidate's runner: "auto" (a bubblewrap sandbox when one can be started, else a plain
     # process, said once), "required" (no sandbox is an error), "off" (a plain process)
     sandbox: str = "auto"
+    # more paths the candidate's sandbox hides, as it hides the lock and build folders (kbagent serve: its --state folder,
+    # whose episode log holds every rollout's code)
+    hide: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         gpu = self.device == "cuda"
@@ -198,6 +201,7 @@ class EvalConfig:
             raise KernelBenchUsageError(f"--device {self.device}: choose {', '.join(DEVICES)}")
         self.build_dir = self.build_dir or os.environ.get("KB_BUILD_CACHE") or str(default_cache_dir() / "builds")
         self.pch_dir = self.pch_dir or os.environ.get("KB_PCH_DIR") or str(default_cache_dir() / "pch")
+        self.hide = tuple(os.path.abspath(path) for path in self.hide)  # a list when read back from JSON
 
     @property
     def timing_min_reps(self) -> int:
