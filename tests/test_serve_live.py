@@ -6,18 +6,41 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from helpers import BROKEN, DATA, TESTS, TINY_PROBLEM
 
 TINY = TINY_PROBLEM.read_text()
 CHEAT = (TESTS / "adversarial" / "modifies_input.py").read_text()  # writes into its input: rejected
+# a correct candidate that answers zeros (incorrect) if it can see the service's state folder, the other rollouts' code
+SNOOP = """import os
+import torch
+import torch.nn as nn
+
+try:
+    SEEN = os.listdir({state!r})
+except OSError:
+    SEEN = []
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x):
+        out = torch.relu(self.linear(x))
+        return out * 0 if SEEN else out
+"""
 
 
 @contextlib.contextmanager
@@ -46,8 +69,16 @@ def kbagent_serve(state: Path, log: Path, *extra: str):
         proc.wait(timeout=30)
 
 
-def test_concurrent_clients_a_cheat_and_an_episode_that_survives_a_kill(tmp_path):
-    state = tmp_path / "state"
+@pytest.fixture
+def state():
+    """The service's state folder, outside /tmp: the sandbox gives a candidate a /tmp of its own, which would hide a
+    state folder there whatever the service asked (``./kbagent-serve``, the default, is hidden only by its mask)."""
+    folder = Path(tempfile.mkdtemp(prefix="kbagent-serve-test-", dir="/var/tmp"))
+    yield folder / "state"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_concurrent_clients_a_cheat_and_an_episode_that_survives_a_kill(tmp_path, state):
     answers: dict[str, dict] = {}
 
     def run(name: str, code: str, client: httpx.Client) -> None:
@@ -91,5 +122,7 @@ def test_concurrent_clients_a_cheat_and_an_episode_that_survives_a_kill(tmp_path
         gpu_box = {"Host": f"gpu-box:{client.base_url.port}"}
         assert client.post("/v1/episodes", json={"problem_code": TINY}, headers=gpu_box).status_code == 200
         assert client.get("/healthz", headers={"Host": "elsewhere"}).status_code == 403
+        snoop = client.post("/v1/run_kernel", json={"problem": "9/1", "code": SNOOP.format(state=str(state.resolve()))}).json()
+        assert snoop["outcome"] == "correct", snoop  # the state folder (episodes.jsonl, serve.lock) looked empty
         assert client.post(f"/v1/episodes/{eid}/run_kernel", json={"code": "x"}).status_code == 409
         assert 'kbagent_episodes{state="finished"} 1' in client.get("/metrics").text

@@ -199,7 +199,7 @@ class Runners:
         """A runner process in the sandbox, importing torch while nothing is asked of it yet (no candidate code)."""
         ctx, info = self.ctx, self.sandbox
         scratch = SCRATCH if info.kind == "bwrap" else ctx.work / f"{side_name}-scratch"
-        mounts.masks = [Path(ctx.cfg.lock_dir), Path(ctx.cfg.build_dir), ctx.work, *secret_paths()]
+        mounts.masks = [Path(ctx.cfg.lock_dir), Path(ctx.cfg.build_dir), ctx.work, *secret_paths(), *map(Path, ctx.cfg.hide)]
         if ctx.cfg.pch_dir != "off":
             mounts.readonly.append(Path(ctx.cfg.pch_dir))
         if os.environ.get("PYTHONPYCACHEPREFIX"):  # the trusted bytecode cache (build/bytecode.py), read-only here
