@@ -49,9 +49,9 @@ def main() -> None:
     result = evaluate(problem, Candidate(self_candidate(problem.source), "", "self"), config)
     lines = [
         f"outcome {result.outcome.value} speedup {result.speedup} message {result.message[:300]!r}",
-        f"stage seconds {result.extra.get('stage_seconds') or getattr(result, 'stage_seconds', None)}",
-        f"wall check {result.extra.get('wall_check')}",
-        f"checked calls {result.extra.get('checked_calls')}",
+        f"stage seconds {result.stage_seconds}",
+        f"wall check {result.extra.wall_check}",
+        f"checked calls {result.extra.checked_calls}",
     ]
     for path in sorted(prof.glob("*.prof")):
         for key in ("cumulative", "tottime"):

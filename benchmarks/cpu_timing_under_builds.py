@@ -72,12 +72,12 @@ def condition(paused: bool | None, builds: int, jobs: int, pairs: int = 0, timin
             problem = problem_from_path(path)
             result = evaluate(problem, find_candidate(solutions, problem, "cpu"), judge)
             speedups[problem.id] = result.speedup
-            noisy[problem.id] = bool(result.extra.get("speedup_noisy"))
-            calls[problem.id] = result.extra.get("timed_calls", 0)
+            noisy[problem.id] = bool(result.extra.speedup_noisy)
+            calls[problem.id] = result.extra.timed_calls or 0
             if result.ref and result.new:
                 samples[problem.id] = {"ref": _rounded(result.ref.samples), "new": _rounded(result.new.samples)}
-            if result.extra.get("process_pairs"):
-                pair_runs[problem.id] = result.extra["process_pairs"]
+            if result.extra.process_pairs:
+                pair_runs[problem.id] = result.extra.process_pairs
     pool.close(wait=False)
     values = [s for s in speedups.values() if s]
     outside = [k for k, s in speedups.items() if s and abs(s - 1) > 0.05]

@@ -5,7 +5,7 @@
 #   bash benchmarks/gpu_isolation.sh OUTDIR [KERNELBENCH_DATA_DIR]
 #   STEPS="tests fidelity throughput jit corpus offset" (default: the first three), PROBLEMS=1-100, PASSES=2 (fidelity
 #   passes), PAIRS=N (fidelity and corpus: the judge's --kb-process-pairs), OFFSET_PROBLEMS=33,34,61,95 (offset step: two plain
-#   processes against one, benchmarks/process_offset.py; OFFSET_BUFFERS=own|vmm|shared, OFFSET_PAIRS=6),
+#   processes against one, benchmarks/experiments/process_offset.py; OFFSET_BUFFERS=own|vmm|shared, OFFSET_PAIRS=6),
 #   CORPORA="level3 level1-triton level1-cuda" (corpus step: benchmarks/corpus, each into OUTDIR/corpus-<name>, a
 #   line per judged candidate in OUTDIR/corpus-<name>.log; CORPUS_TIMEOUT=seconds cuts each off; MIN_REPS=N sets
 #   EvalConfig.min_reps; CORPUS_PROBLEMS=19,47 only those problems' candidates; SAMPLES=1 each judged line holds both
@@ -53,7 +53,7 @@ if [[ $steps == *" corpus "* ]]; then  # realistic candidates (issue 15), cold, 
 fi
 if [[ $steps == *" offset "* ]]; then  # is the self-judged offset the processes' own? (no judge)
   start=$(date +%s)
-  python3 benchmarks/process_offset.py --dataset "$kb/problems.jsonl" --level 1 --problems "${OFFSET_PROBLEMS:-33,34,61,95}" \
+  python3 benchmarks/experiments/process_offset.py --dataset "$kb/problems.jsonl" --level 1 --problems "${OFFSET_PROBLEMS:-33,34,61,95}" \
     --pairs "${OFFSET_PAIRS:-6}" --rounds 30 --buffers "${OFFSET_BUFFERS:-own}" --out "$out/process-offset.json" | tee "$out/process-offset.log"
   echo "offset wall: $(( $(date +%s) - start )) s" | tee -a "$out/device.txt"
 fi

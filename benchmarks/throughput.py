@@ -83,8 +83,8 @@ def busy_fraction(before: tuple[float, float], after: tuple[float, float]) -> fl
 
 def _summed(results: list, key: str) -> dict[str, float]:
     """A per-result ``extra[key]`` of seconds by name, summed over the results."""
-    names = sorted({k for r in results for k in r.extra.get(key, {})})
-    return {k: round(sum(r.extra.get(key, {}).get(k, 0.0) for r in results), 1) for k in names}
+    names = sorted({k for r in results for k in (getattr(r.extra, key) or {})})
+    return {k: round(sum((getattr(r.extra, key) or {}).get(k, 0.0) for r in results), 1) for k in names}
 
 
 def light_headers(source: str) -> str:
@@ -224,16 +224,16 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
             result = evaluate(pck[0], pck[1], config)  # in its level's --ref-mode (evaluate: config.for_level)
             line = {"t": round(time.monotonic() - started, 1), "candidate": pck[1].label, "outcome": result.outcome.value,
                     "gpu_busy_so_far": sampler.busy, "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()},
-                    "lock_held_s": result.extra.get("lock_held_s", {}), "split_s": result.extra.get("split_s", {}),
-                    "wall_excess_ms": (result.extra.get("wall_check") or {}).get("excess_ms"),
-                    "timed_calls": result.extra.get("timed_calls"), "checked_calls": result.extra.get("checked_calls"),
-                    "cpu_s": result.extra.get("cpu_s", {}), "speedup": result.speedup,
-                    "noisy": result.extra.get("speedup_noisy"), "pairs": _pairs_timed(result)}  # fmt: skip
+                    "lock_held_s": result.extra.lock_held_s or {}, "split_s": result.extra.split_s or {},
+                    "wall_excess_ms": (result.extra.wall_check or {}).get("excess_ms"),
+                    "timed_calls": result.extra.timed_calls, "checked_calls": result.extra.checked_calls,
+                    "cpu_s": result.extra.cpu_s or {}, "speedup": result.speedup,
+                    "noisy": result.extra.speedup_noisy, "pairs": _pairs_timed(result)}  # fmt: skip
             if not result.correct:
                 line["message"] = result.message[:400]
             if samples and result.ref and result.new:  # each side's timing samples, in the order they were taken
                 line.update(samples={"ref": result.ref.samples, "new": result.new.samples},
-                            timing={k: result.extra.get(k) for k in ("timing_stop", "early_stop_se", "calls_per_round", "timer")})
+                            timing={k: getattr(result.extra, k) for k in ("timing_stop", "early_stop_se", "calls_per_round", "timer")})
             print("judged " + json.dumps(line), flush=True)
             return result
 
@@ -256,21 +256,21 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
         "wall_s": round(wall, 1),
         "per_hour": round(len(candidates) * 3600 / wall),
         "correct": sum(r.correct for r in results),
-        "cached_builds": sum(bool(r.extra.get("build_cached")) for r in results),
+        "cached_builds": sum(bool(r.extra.build_cached) for r in results),
         "judge_gpu_stage_fraction": round(gpu_seconds / wall, 3),
         "locked_stage_fraction": round(sum(r.stage_seconds.get(s, 0.0) for r in results for s in LOCKED_STAGES) / wall, 3),
         "cpu_busy_fraction": round(busy_fraction(cpu_before, cpu_after), 3),
         "nvidia_smi_busy_fraction": None if sampler.busy is None else round(sampler.busy, 3),
         f"cpu_busy_per_{CPU_WINDOW_S:.0f}s": sampler.cpu_timeline,  # where in the run the cores sat idle
-        "stepped_aside": sum(int(r.extra.get("stepped_aside", 0)) for r in results),  # shared calls stopped for a timer
+        "stepped_aside": sum(int(r.extra.stepped_aside or 0) for r in results),  # shared calls stopped for a timer
         # seconds the device lock was held, summed per phase: the exclusive ones (reference, time) against the wall
         "lock_held_s": _summed(results, "lock_held_s"),
-        "split_s": _summed(results, "split_s"),  # parts of the exclusive phases (Supervisor.split)
+        "split_s": _summed(results, "split_s"),  # parts of the exclusive phases (Findings.split)
         # where the cores went: the machine's busy seconds, the judges' process trees and the pool's build steps
         "cpu_s": {"machine": round((cpu_after[0] - cpu_before[0]) / os.sysconf("SC_CLK_TCK"), 1),
                   "judges": _summed(results, "cpu_s"), "pool_builds": _summed(builds, "cpu_s")},  # fmt: skip
         "pairs_of_runners": sum(_pairs_timed(r) for r in results),  # more than one a candidate: near parity (another_pair)
-        "checked_of_timed_calls": [sum(int(r.extra.get(k, 0)) for r in results) for k in ("checked_calls", "timed_calls")],
+        "checked_of_timed_calls": [sum(int(getattr(r.extra, k) or 0) for r in results) for k in ("checked_calls", "timed_calls")],
         "median_compile_stage_s": round(sorted(r.stage_seconds.get("compile", 0.0) for r in results)[len(results) // 2], 2),
         "outcomes": sorted({r.outcome.value for r in results}),
         "pch": config.pch_dir if config.pch_dir == "off" else "on",
@@ -296,7 +296,7 @@ def _pairs_timed(result) -> int:
     """How many pairs of runner processes timed this result (stats.another_pair): 0 where it was not timed."""
     if not result.ref:
         return 0
-    return len(result.extra.get("process_pairs") or [None])
+    return len(result.extra.process_pairs or [None])
 
 
 def by_kind(pairs, results) -> dict[str, dict]:

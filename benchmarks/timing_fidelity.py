@@ -1,7 +1,7 @@
 """Timing fidelity: the reference judged against itself must report speedup 1.00.
 
     python benchmarks/timing_fidelity.py --dataset ../shared/kernelbench/problems.jsonl \
-        --level 1 --problems 1-100 --out docs/timing-fidelity.md [--workdir runs/fidelity] [-n 8]
+        --level 1 --problems 1-100 [--workdir runs/fidelity] [--out OUT.md] [-n 8]
 
 Runs ``pytest --solutions baseline`` twice on the same problems (two independent runs, the
 GPU timed under the per-device lock), then times each reference once more with
@@ -96,7 +96,7 @@ def main() -> int:
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--level", default="1")
     parser.add_argument("--problems", default="1-100")
-    parser.add_argument("--out", default="docs/timing-fidelity.md")
+    parser.add_argument("--out", help="the Markdown table (default: WORKDIR/timing-fidelity.md)")
     parser.add_argument("--workdir", default="runs/timing-fidelity")
     parser.add_argument("-n", "--workers", type=int, default=8)
     parser.add_argument("--seed", type=int, default=42)
@@ -109,6 +109,7 @@ def main() -> int:
 
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
+    args.out = args.out or str(work / "timing-fidelity.md")
     runs = []
     walls_file = work / "walls.json"
     for name in ("run1", "run2")[: args.passes]:

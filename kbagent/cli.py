@@ -17,6 +17,7 @@ import typer
 
 from pytest_kernelbench.config import cuda_available, pick_device
 from pytest_kernelbench.problems import DATASET_ENV
+from pytest_kernelbench.report.text import markup, printable
 
 app = typer.Typer(help="KernelBench agent tools: judge candidates, run agent searches.", no_args_is_help=True, add_completion=False)
 
@@ -94,21 +95,25 @@ def eval_command(
         typer.echo(json.dumps(result.to_dict()))
     else:
         from rich.console import Console
+        from rich.markup import escape
 
-        console = Console()
+        from pytest_kernelbench.report.summary import capped_note
+
+        console, name = Console(), markup(problem.name)
         if result.correct:
             console.print(
-                f"[green]correct[/] {problem.name}: {result.speedup:.3f}x (reference {result.ref_ms:.4g} ms, "
-                f"candidate {result.new_ms:.4g} ms, reward {result.reward:+.3f}) on {result.device_name or device}"
-                + (" [yellow]noisy: the timing's spread cannot tell this speedup from none[/]" if result.extra.get("speedup_noisy") else "")
+                f"[green]correct[/] {name}: {result.speedup:.3f}x (reference {result.ref_ms:.4g} ms, "
+                f"candidate {result.new_ms:.4g} ms, reward {result.reward:+.3f}) on {markup(result.device_name or device)}"
+                + (" [yellow]noisy: the timing's spread cannot tell this speedup from none[/]" if result.extra.speedup_noisy else "")
+                + (f" [yellow]{escape(capped_note(result).strip())}[/]" if capped_note(result) else "")
             )
         elif result.outcome.value == "built":
-            console.print(f"[green]built[/] {problem.name} (--device cpu-check: no timing, no reward)")
-            console.print(result.message, markup=False, highlight=False)
+            console.print(f"[green]built[/] {name} (--device cpu-check: no timing, no reward)")
+            console.print(printable(result.message), markup=False, highlight=False)
         else:
             reward = "no reward: the judge's own failure" if result.reward is None else f"reward {result.reward:+.0f}"
-            console.print(f"[red]{result.outcome.value}[/] {problem.name} (stage {result.stage}, {reward})")
-            console.print(result.message, markup=False, highlight=False)
+            console.print(f"[red]{result.outcome.value}[/] {name} (stage {markup(result.stage)}, {reward})")
+            console.print(printable(result.message), markup=False, highlight=False)
     raise typer.Exit(0 if result.correct or result.outcome.value == "built" else 1)
 
 
@@ -129,11 +134,14 @@ def check_command(
 @app.command("serve")
 @judge_options
 def serve_command(
-    host: str = typer.Option("127.0.0.1", help="address to listen on; any but a loopback address needs --token"),
+    host: str = typer.Option("127.0.0.1", help="address to listen on"),
     port: int = typer.Option(8000, help="port to listen on (0: a free one; the address is printed on stderr)"),
     token: str | None = typer.Option(
-        None, envvar="KBAGENT_SERVE_TOKEN", show_default=False, help="bearer token every request but /healthz must send"
+        None, envvar="KBAGENT_SERVE_TOKEN", show_default=False,
+        help="token every request but /healthz must send (Authorization: Bearer, or X-API-Key); default: a new one, printed",
     ),
+    allow_host: list[str] = typer.Option([], "--allow-host", help="a Host the service also answers to (NAME or NAME:PORT), "
+                                         "besides the address it listens on"),
     state: Path = typer.Option(Path("kbagent-serve"), help="folder of the episodes' log, written as they go and read back on start"),
     workers: int | None = typer.Option(None, help="evaluations at once (default: half the cores, at most 16, at least one per GPU)"),
     queue: int = typer.Option(64, help="evaluations that may wait beyond --workers; more are answered 429 with Retry-After"),
@@ -147,10 +155,9 @@ def serve_command(
         f"(default: ${DATASET_ENV})"
     ),
     log_level: str = typer.Option("info", help="uvicorn's log level", parser=_choice(("critical", "error", "warning", "info", "debug"))),
-    allow_problem_code: bool | None = typer.Option(
-        None, "--allow-problem-code/--no-problem-code", show_default=False,
-        help="judge against a client's own problem_code, which runs outside the sandbox as the trusted reference (default: on "
-        "loopback only)",
+    allow_problem_code: bool = typer.Option(
+        False, "--allow-problem-code", help="judge against a client's own problem_code, which runs as the judge's reference, "
+        "outside the candidate's sandbox: only for clients trusted with this machine",
     ),
     protocol: str = typer.Option("native", help="native (the /v1 API) or openreward (OpenReward's environment server: needs "
                                  "the openreward extra and --level)", parser=_choice(("native", "openreward"))),
@@ -162,7 +169,7 @@ def serve_command(
 
     values = dict(judge or {})
     options = ServeOptions(host, port, token or None, state, workers, queue, request_timeout, level, subset, list(dataset), log_level,
-                           allow_problem_code, protocol)  # fmt: skip
+                           allow_problem_code, tuple(allow_host), protocol)  # fmt: skip
     try:
         device = pick_device(values.pop("device", None))
         _eval_config(device, values)  # the service's judge options, checked once
@@ -352,7 +359,7 @@ def search_command(
 
     def progress(line: str) -> None:
         if not quiet:
-            typer.echo(f"[kbagent] {line}", err=True)
+            typer.echo(f"[kbagent] {printable(line)}", err=True)
 
     progress(f"{problem.name}: model {config.model}, {config.num_samples} samples x {config.num_phases} phases, strategy "
              f"{config.strategy}, language {config.language}, device {eval_config.device_label}{' (dry run)' if config.dry_run else ''}; "

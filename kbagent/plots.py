@@ -8,7 +8,8 @@ Plots (PNG), for one run folder or a folder of them (a pytest ``--model`` run's 
 * ``speedup_vs_cost.png`` - best speedup so far against dollars spent, per task (when no call had a
   price, the plot says so instead of drawing every line at $0);
 * ``fast_p.png`` - KernelBench's fast_p against p: the fraction of all tasks whose best correct
-  candidate is more than p times as fast as the reference (fast_0: the fraction with a correct one).
+  candidate is more than p times as fast as the reference (fast_0: the fraction with a correct one); a
+  noisy speedup counts only as far as its interval goes, as in the judge's own fast_p.
 
 Tasks are named as pytest names their items (``L1-19_ReLU``). A task with no correct candidate yet
 counts as speedup 1.0 in the geometric means (the reference itself is always available); in
@@ -20,9 +21,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from kbagent.runfolder import load_summary, load_tree
+from pytest_kernelbench.report.text import printable
+from pytest_kernelbench.result import claimable_speedup
 
 
 @dataclasses.dataclass
@@ -46,6 +50,17 @@ class Run:
         best = self.summary.get("best") or {}
         speedup = best.get("speedup")
         return float(speedup) if best.get("outcome") == "correct" and speedup is not None else None
+
+    @property
+    def best_claim(self) -> float | None:
+        """What the best correct candidate's speedup may claim (fast_p): a noisy one's interval's low end
+        (:func:`pytest_kernelbench.result.claimable_speedup`); None without a correct candidate."""
+        best = self.summary.get("best") or {}
+        if self.best_speedup is None:
+            return None
+        record = SimpleNamespace(correct=True, speedup=self.best_speedup,
+                                 extra={k: best.get(k) for k in ("speedup_noisy", "speedup_interval")})  # fmt: skip
+        return claimable_speedup(record)
 
     @property
     def priced(self) -> bool:
@@ -82,10 +97,11 @@ def geomean(values: list[float]) -> float | None:
 
 def fast_p_curve(runs: list[Run], ps: list[float] | None = None) -> list[tuple[float, float]]:
     """(p, fast_p) pairs: the fraction of all tasks whose best correct candidate's speedup is above p
-    (KernelBench's fast_p; a task without a correct candidate never counts). Without ``ps``: every
+    (KernelBench's fast_p; a task without a correct candidate never counts; a noisy speedup as far as its
+    interval goes, :attr:`Run.best_claim`). Without ``ps``: every
     point where the curve steps (0, 1, each task's speedup) and one beyond the largest, so that a step
     plot (``where="post"``) of the pairs is the exact curve."""
-    speedups = [s for s in (run.best_speedup for run in runs) if s is not None]
+    speedups = [s for s in (run.best_claim for run in runs) if s is not None]
     if ps is None:
         top = max([2.0, *(1.2 * s for s in speedups)])
         ps = sorted({0.0, 1.0, *speedups, top})
@@ -117,6 +133,7 @@ def table(runs: list[Run]) -> str:
                 str(s.get("stop_reason", "")),
             )
         )
+    rows = [tuple(printable(cell) for cell in row) for row in rows]  # run folders hold what a search was sent
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))

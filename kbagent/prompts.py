@@ -14,6 +14,8 @@ import dataclasses
 import re
 
 from kbagent.llm import Messages
+from pytest_kernelbench.tolerance import Tolerance
+from pytest_kernelbench.tolerance import parse as parse_tolerance
 
 LANGUAGES = ("cuda", "triton", "cpp")
 LOG_CHARS = 10_000  # the fix agent sees at most this much of a failing run's log
@@ -43,8 +45,8 @@ class Target:
 
     language: str  # cuda | triton | cpp
     device: str  # cuda | cpu
-    atol: float = 1e-2
-    rtol: float = 1e-2
+    # what the outputs are held to: the problem's level's rule (EvalConfig.for_level(level).tol) or the one asked for
+    tolerance: Tolerance = dataclasses.field(default_factory=lambda: parse_tolerance("kernelbench"))
     checked: bool = False  # --device cpu-check: judged without a GPU (CUDA compiled only, Triton in its interpreter)
 
     @property
@@ -77,7 +79,9 @@ LANGUAGE_RULES = {
 RULES = """\
 Rules:
 - Define `class ModelNew(nn.Module)` with the same constructor arguments as `Model`, and a `forward` that takes the \
-same inputs and returns the same outputs (shapes, dtypes, device) within atol={atol:g} and rtol={rtol:g}.
+same inputs and returns the same outputs (shapes, dtypes, device), each value within the tolerance the judge holds it to: \
+|new - ref| <= atol + rtol * |ref| with {tolerance} (complex values by the modulus of the difference; integer and \
+bool outputs must be exact).
 - {language_rule}
 - The code runs on {device_name}. It is imported as a module and must be self-contained: imports, kernel sources, \
 the extension build and ModelNew. Give each extension a unique name. get_inputs and get_init_inputs are not needed.
@@ -340,7 +344,8 @@ and allocate like the inputs (torch.empty_like, device=x.device), never on a nam
 
 
 def _rules(target: Target) -> str:
-    rules = _fill(RULES, atol=target.atol, rtol=target.rtol, language_rule=LANGUAGE_RULES[target.language], device_name=target.device_name)
+    rules = _fill(RULES, tolerance=target.tolerance.describe(), language_rule=LANGUAGE_RULES[target.language],
+                  device_name=target.device_name)
     return rules + CPU_CHECK_RULE if target.checked else rules
 
 
@@ -509,7 +514,7 @@ def fix_messages(
         if max_abs_diff is not None and not found:
             found = [f"largest abs difference seen: {max_abs_diff:.4g}"]
         if found:
-            diffs = f"Per-output differences (tolerance atol={target.atol:g}, rtol={target.rtol:g}):\n"
+            diffs = f"Per-output differences (tolerance: {target.tolerance.describe()}):\n"
             diffs += "\n".join(f"- {d}" for d in found) + "\n"
     log_section = ""
     if log.strip():

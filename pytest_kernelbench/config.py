@@ -12,6 +12,9 @@ from typing import Any
 
 from .errors import KernelBenchUsageError
 from .judge.protocol import MAX_CALLS as MAX_ROUND_CALLS
+from .tolerance import PRESETS as TOLERANCES
+from .tolerance import Tolerance, check_number
+from .tolerance import parse as parse_tolerance
 
 MAX_PROCESS_PAIRS = 5  # --process-pairs: as many as a CPU takes by itself (stats.AUTO_PAIRS); each a runner start and a timing phase
 
@@ -31,7 +34,7 @@ def default_lock_dir() -> Path:
 
 
 # Paths on the machine that judges: left out of reports and saved run settings, never carried elsewhere.
-MACHINE_FOLDERS = ("lock_dir", "build_dir", "pch_dir")
+MACHINE_FOLDERS = ("lock_dir", "build_dir", "pch_dir", "hide")
 
 # How the reference runs (--mode): eager, torch.compile with an inductor mode ("compile" is "compile:default"),
 # or torch.compile with the torch_tensorrt backend (needs torch-tensorrt and a GPU).
@@ -39,6 +42,7 @@ INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no
 MODES = ("eager", "compile", *(f"compile:{m}" for m in INDUCTOR_MODES), "tensorrt")
 # PIKE judges inference: its evaluator calls model.eval() on both sides. KernelBench leaves models in train mode.
 PIKE_LEVELS = ("0", "3-metr", "3-metr-old", "5")
+SUITE_LEVELS = ("smoke", "opinfo")  # the level of an op suite's items (--suite): BackendBench's
 REF_MODES = ("eval", "train")
 DEVICES = ("cpu", "cuda", "cpu-check")
 # Signs of a GPU driver on Linux: a device node (NVIDIA's; Jetson's; ROCm's; WSL's CUDA), NVIDIA's loaded kernel
@@ -85,6 +89,15 @@ def default_ref_mode(level: str) -> str:
     return "eval" if level in PIKE_LEVELS else "train"
 
 
+def default_tolerance(level: str) -> str:
+    """The tolerance of the project whose problems ``level`` holds: ``pike`` for PIKE's levels (0, 3-metr, 5),
+    ``backendbench`` for an op suite's items (--suite), ``kernelbench`` for KernelBench's levels (1-4), the bundled
+    ``mini`` (KernelBench-format problems judged by KernelBench's conventions, train mode included) and files of no level."""
+    if level in PIKE_LEVELS:
+        return "pike"
+    return "backendbench" if level in SUITE_LEVELS else "kernelbench"
+
+
 def mode_unavailable(mode: str, device: str) -> str:
     """Why this machine cannot run the reference in ``mode`` ("" when it can): --mode tensorrt needs torch-tensorrt and CUDA."""
     if mode != "tensorrt":
@@ -104,8 +117,11 @@ class EvalConfig:
     setup_timeout: float = 900.0  # seconds for the harness's own setup (importing torch, building the reference), and per reference call
     mode: str = "eager"  # how the reference runs: one of MODES ("compile:max-autotune": torch.compile(mode="max-autotune"))
     ref_mode: str = ""  # "eval" or "train": model.eval()/.train() on both sides after construction; "": by level (for_level)
-    atol: float = 1e-2
-    rtol: float = 1e-2
+    # the outputs' tolerance: kernelbench, pike, backendbench (per output dtype: tolerance.py) or "ATOL[,RTOL]"; "": by
+    # level (for_level); atol/rtol, when given, replace the rule's for every dtype
+    tolerance: str = ""
+    atol: float | None = None
+    rtol: float | None = None
     trials: int = 5  # correctness trials, each on fresh inputs
     seed: int = 42  # the models' weights (torch.manual_seed before each builds); inputs come from fresh OS entropy every call
     warmup: int = 3
@@ -116,7 +132,7 @@ class EvalConfig:
     max_time: float = 0.0  # seconds of timing per candidate; 0: device default (GPU 3, CPU 2)
     rel_err: float = 0.01  # stop timing once the median's standard error is below this fraction of it
     # calls of each side in one timing round (each on its own fresh inputs, one request to the runner): 0 is as many as
-    # fit in the supervisor's bounds on a GPU (judge/supervisor.py calls_per_round), 1 on the CPU
+    # fit in the supervisor's bounds on a GPU (judge/supervisor/plan.py calls_per_round), 1 on the CPU
     round_calls: int = 0
     # pairs of runner processes the timing runs in, each pair started afresh (judge/stats.py another_pair): 0 is one,
     # and on the CPU a second where the first's speedup lies outside +-5% (noisy or not), a third where those leave it in doubt
@@ -146,6 +162,9 @@ class EvalConfig:
     # the candidate's runner: "auto" (a bubblewrap sandbox when one can be started, else a plain
     # process, said once), "required" (no sandbox is an error), "off" (a plain process)
     sandbox: str = "auto"
+    # more paths the candidate's sandbox hides, as it hides the lock and build folders (kbagent serve: its --state folder,
+    # whose episode log holds every rollout's code)
+    hide: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         gpu = self.device == "cuda"
@@ -173,10 +192,16 @@ class EvalConfig:
         compile_mode(self.mode)  # a usage error for a mode that does not exist
         if self.ref_mode not in ("", *REF_MODES):
             raise KernelBenchUsageError(f"--ref-mode {self.ref_mode}: choose eval or train")
+        if self.tolerance:
+            parse_tolerance(self.tolerance)  # a usage error for a rule that does not exist
+        for flag in ("atol", "rtol"):
+            if getattr(self, flag) is not None:
+                setattr(self, flag, check_number(f"--{flag}", getattr(self, flag)))
         if self.device not in DEVICES:
             raise KernelBenchUsageError(f"--device {self.device}: choose {', '.join(DEVICES)}")
         self.build_dir = self.build_dir or os.environ.get("KB_BUILD_CACHE") or str(default_cache_dir() / "builds")
         self.pch_dir = self.pch_dir or os.environ.get("KB_PCH_DIR") or str(default_cache_dir() / "pch")
+        self.hide = tuple(os.path.abspath(path) for path in self.hide)  # a list when read back from JSON
 
     @property
     def timing_min_reps(self) -> int:
@@ -193,8 +218,18 @@ class EvalConfig:
         return "cuda" if self.device == "cpu-check" else self.device
 
     def for_level(self, level: str) -> EvalConfig:
-        """This config for a problem of ``level``: an unset ``ref_mode`` becomes that level's project's (:func:`default_ref_mode`)."""
-        return self if self.ref_mode else dataclasses.replace(self, ref_mode=default_ref_mode(level))
+        """This config for a problem of ``level``: an unset ``ref_mode`` or ``tolerance`` becomes that level's project's
+        (:func:`default_ref_mode`, :func:`default_tolerance`)."""
+        if self.ref_mode and self.tolerance:
+            return self
+        return dataclasses.replace(self, ref_mode=self.ref_mode or default_ref_mode(level),
+                                   tolerance=self.tolerance or default_tolerance(level))  # fmt: skip
+
+    @property
+    def tol(self) -> Tolerance:
+        """The outputs' tolerance by dtype: ``tolerance`` (unset: KernelBench's, as for a file of no level; a problem's
+        evaluation has its level's, :meth:`for_level`) with ``atol``/``rtol`` in place of its numbers where given."""
+        return parse_tolerance(self.tolerance or default_tolerance("")).replaced(self.atol, self.rtol)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -224,14 +259,15 @@ class JudgeOption:
 
     @property
     def kind(self) -> type:
-        default = _FIELD_DEFAULTS[self.field]
-        return type(default)
+        return _FIELD_KINDS.get(self.field) or type(_FIELD_DEFAULTS[self.field])
 
     def help_text(self) -> str:
         default = _FIELD_DEFAULTS[self.field]
         shown = {"device": "cuda if visible", "lock_dir": "a folder in the temp dir", "build_dir": "the user cache folder",
                  "pch_dir": "beside the build cache", "ref_mode": "eval for PIKE's levels 0, 3-metr, 5; train for "
-                 "KernelBench's"}.get(self.field, default)  # fmt: skip
+                 "KernelBench's", "tolerance": "by level: kernelbench for KernelBench's levels 1-4 and mini, pike for "
+                 "PIKE's 0, 3-metr, 5, backendbench for --suite", "atol": "the tolerance's",
+                 "rtol": "the tolerance's"}.get(self.field, default)  # fmt: skip
         env = f"; env {self.env}" if self.env else ""
         return f"{self.help} (default: {shown}{env})" if not isinstance(default, bool) else self.help
 
@@ -244,8 +280,11 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
     JudgeOption("mode", "--mode", "how the reference runs: eager, compile[:INDUCTOR_MODE] (torch.compile: the baseline to "
                 "beat), or tensorrt (torch_tensorrt backend)", choices=MODES),
     JudgeOption("ref_mode", "--ref-mode", "model.eval() or model.train() on both sides after construction", choices=REF_MODES),
-    JudgeOption("atol", "--atol", "absolute tolerance"),
-    JudgeOption("rtol", "--rtol", "relative tolerance"),
+    JudgeOption("tolerance", "--tolerance", f"the outputs' tolerance: {', '.join(TOLERANCES)} (each project's atol and rtol "
+                "by output dtype; kernelbench: 1e-4 for float32, 1e-2 for float16 and bfloat16), or ATOL[,RTOL] for every "
+                "dtype; integer and bool outputs are compared exactly"),
+    JudgeOption("atol", "--atol", "absolute tolerance for every output dtype, in place of the tolerance's"),
+    JudgeOption("rtol", "--rtol", "relative tolerance for every output dtype, in place of the tolerance's"),
     JudgeOption("trials", "--trials", "correctness trials, each on fresh inputs"),
     JudgeOption("seed", "--seed", "seed of the models' weights (every call's inputs come from fresh OS entropy)",
                 pytest_flags=("--kb-seed",)),
@@ -272,6 +311,7 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
 )
 _FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(EvalConfig)}
 _FIELD_DEFAULTS["device"] = ""
+_FIELD_KINDS = {"atol": float, "rtol": float}  # default None: not given
 
 
 def add_judge_options(addoption: Any, *, pytest: bool, leave_out: frozenset[str] = frozenset()) -> None:

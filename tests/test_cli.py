@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from helpers import BROKEN, TINY_PROBLEM
+from helpers import BROKEN, TESTS, TINY_PROBLEM
 
 
 def kbagent(*args):
@@ -25,6 +25,7 @@ def test_eval_json_prints_exactly_one_object(name, outcome, rc):
         assert data["speedup"] > 0 and data["ref_ms"] > 0 and data["new_ms"] > 0 and data["reward"] == data["speedup"] - 1
     else:
         assert data["reward"] == -2 and data["speedup"] is None and "outside atol" in data["message"]
+    assert data["tolerance"]["name"] == "kernelbench" and data["tolerance"]["float16"] == [0.01, 0.01]  # level 9: KernelBench's
 
 
 def test_eval_human_output_names_the_stage():
@@ -39,6 +40,7 @@ def test_eval_human_output_names_the_stage():
         (["missing_problem.py", str(BROKEN / "correct.py")], "no such problem file"),
         ([str(TINY_PROBLEM), "missing_solution.py"], "no such solution file"),
         ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--device", "tpu"], "'--device': 'tpu': choose cpu, cuda"),
+        ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--tolerance", "tight"], "--tolerance tight: choose kernelbench, pike"),
     ],
 )
 def test_eval_bad_input_is_one_line(args, says):
@@ -85,3 +87,12 @@ def test_table_of_a_bad_or_foreign_file_is_one_line_and_exit_2(tmp_path, content
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith(f"error: {path}: {says}") and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert proc.stdout == ""
+
+
+def test_eval_human_output_shows_a_candidates_escape_sequences_as_text():
+    """A candidate's error text draws a green 'correct 48.000x' with escape sequences: printed, they are text."""
+    proc = kbagent("eval", str(TINY_PROBLEM), str(TESTS / "adversarial" / "escape_sequences.py"), "--device", "cpu")
+    assert proc.returncode == 1, proc.stderr
+    assert "runtime_error" in proc.stdout and "correct 48.000x" in proc.stdout
+    assert "\x1b" not in proc.stdout and "\r" not in proc.stdout and "\x07" not in proc.stdout
+    assert "\\x1b[32mcorrect\\x1b[0m" in proc.stdout and "[green]correct 48.000x[/green]" in proc.stdout

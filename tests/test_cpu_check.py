@@ -15,18 +15,19 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from helpers import DATA, TINY_PROBLEM, cpu_config, tiny_problem
+from helpers import DATA, REPO, SHARED_KB, TINY_PROBLEM, cpu_config, tiny_problem
 from kbagent import prompts
 from kbagent.cli import app
 from kbagent.llm import ScriptedLLM
 from kbagent.runfolder import load_tree
 from kbagent.search import SearchConfig, run_search
-from pytest_kernelbench.candidates import load_candidate_file
+from pytest_kernelbench.candidates import Candidate, load_candidate_file
 from pytest_kernelbench.judge.compile_only import cuda_home
 from pytest_kernelbench.judge.controller import evaluate
+from pytest_kernelbench.judge.cuda_headers import INSTALL, OWN_INCLUDE, header_env, missing_header, wheel_include_dirs
 from pytest_kernelbench.judge.shrink import scaled
 from pytest_kernelbench.outcome import Outcome
-from pytest_kernelbench.problems import problem_from_path
+from pytest_kernelbench.problems import load_jsonl, problem_from_path
 from pytest_kernelbench.result import EvalResult
 
 CHECK = DATA / "cpu_check"
@@ -59,7 +60,7 @@ def test_a_good_cuda_candidate_is_built_by_nvcc_for_the_set_arch_and_never_run(t
     result = check(tiny_problem(), "cuda_relu", build_dir=str(tmp_path), pch_dir="off", timeout=600)
     assert result.outcome is Outcome.BUILT, result.message
     assert result.reward is None and result.speedup is None and result.ref is None
-    assert "TORCH_CUDA_ARCH_LIST=9.0" in result.message and result.extra["cpu_check"] == "nvcc"
+    assert "TORCH_CUDA_ARCH_LIST=9.0" in result.message and result.extra.cpu_check == "nvcc"
     objects = {p.name for p in tmp_path.rglob("*.o")}
     assert objects == {"cuda.cuda.o", "main.o"} and not list(tmp_path.rglob("*.so"))  # compiled, linked nothing
     assert "init" not in result.stage_seconds and "run" not in result.stage_seconds  # never constructed, never called
@@ -72,7 +73,7 @@ def test_a_good_cuda_candidate_is_built_by_nvcc_for_the_set_arch_and_never_run(t
 def test_a_wrong_triton_kernel_is_incorrect_on_the_scaled_down_inputs():
     result = check(problem_from_path(BIG_RELU), "triton_leaky")
     assert result.outcome is Outcome.INCORRECT, result.message
-    assert result.extra["scaled"] == {"batch_size": [4096, 256], "dim": [65536, 4096]}
+    assert result.extra.scaled == {"batch_size": [4096, 256], "dim": [65536, 4096]}
     assert "values outside" in result.message and "sizes scaled down: batch_size 4096->256, dim 65536->4096" in result.message
 
 
@@ -143,3 +144,136 @@ def test_a_gpu_search_without_a_gpu_checks_its_candidates_on_the_cpu(tmp_path):
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["device"] == "cpu-check" and summary["best"]["outcome"] == "built" and summary["language"] == "cuda"
+
+
+# --- the headers a CPU-only machine lacks (issue 48) --------------------------------------------
+
+
+def _fake_machine(tmp_path):
+    """A toolkit's and torch's include folders: torch has CUDAContextLight.h, the toolkit cuda_runtime.h only."""
+    home, torch_include = tmp_path / "cuda", tmp_path / "torch" / "include"
+    (home / "include").mkdir(parents=True)
+    (home / "include" / "cuda_runtime.h").write_text("")
+    (torch_include / "ATen" / "cuda").mkdir(parents=True)
+    (torch_include / "ATen" / "cuda" / "CUDAContextLight.h").write_text("#include <cusparse.h>\n")
+    return str(home), str(torch_include)
+
+
+def test_a_cuda_or_torch_header_missing_here_is_the_machines_fault_and_names_what_to_install(tmp_path):
+    home, torch_include = _fake_machine(tmp_path)
+    light = f"{torch_include}/ATen/cuda/CUDAContextLight.h"
+    ours = f"{tmp_path}/build/cuda.cu"
+    cases = {
+        f"{light}:10:10: fatal error: cusparse.h: No such file or directory": "(it has nvidia-cusparse)",
+        f"{ours}:3:10: fatal error: cufftXt.h: No such file or directory": "Install it: pip install nvidia-cufft",
+        f'{ours}(3): catastrophic error: cannot open source file "curand_kernel.h"': "(it has nvidia-curand)",
+        f"{light}:20:10: fatal error: cudss.h: No such file or directory": "or a CUDA build of torch and a whole CUDA toolkit",
+    }
+    for message, says in cases.items():
+        why = missing_header(f"In file included from {ours}:2:\n{message}\ncompilation terminated.", home, torch_include, {})
+        assert why.startswith("--device cpu-check: this machine lacks the header") and says in why, (message, why)
+        assert INSTALL in why or "nvidia-cufft" in why
+    # the candidate's own header, or one that is here after all (a forged message), stays the candidate's compile error
+    assert missing_header(f"{ours}:3:10: fatal error: my_kernels.h: No such file or directory", home, torch_include, {}) == ""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "cusparse.h").write_text("")
+    here = f"{light}:10:10: fatal error: cusparse.h: No such file or directory"
+    assert missing_header(here, home, torch_include, {"CPLUS_INCLUDE_PATH": str(wheels)}) == ""
+
+
+def test_the_judges_headers_come_after_the_command_lines_and_never_shadow_torchs(tmp_path):
+    """CPLUS_INCLUDE_PATH folders are searched after every -isystem folder: torch's own generated header (a CUDA
+    build's) wins over the judge's stand-in; where torch has none, the stand-in is found."""
+    env = header_env()
+    dirs = env["CPLUS_INCLUDE_PATH"].split(os.pathsep)
+    assert dirs[0] == str(OWN_INCLUDE) and (OWN_INCLUDE / "c10/cuda/impl/cuda_cmake_macros.h").is_file()
+    assert (OWN_INCLUDE / "ATen/cuda/CUDAConfig.h").is_file() and dirs[1:] == wheel_include_dirs()
+    torch_like = tmp_path / "torch_include" / "ATen" / "cuda"
+    torch_like.mkdir(parents=True)
+    (torch_like / "CUDAConfig.h").write_text("#define AT_CUDNN_ENABLED() 7\n")
+    probe = tmp_path / "probe.cpp"
+    probe.write_text("#include <ATen/cuda/CUDAConfig.h>\n#include <c10/cuda/impl/cuda_cmake_macros.h>\nint cudnn = AT_CUDNN_ENABLED();\n"
+                     "#ifdef C10_CUDA_BUILD_SHARED_LIBS\nint shared = 1;\n#endif\n")  # fmt: skip
+    out = subprocess.run(["c++", "-E", "-P", "-isystem", str(tmp_path / "torch_include"), str(probe)], capture_output=True, text=True,
+                         env={**os.environ, **env}, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    code = "".join(out.stdout.split())
+    assert "intcudnn=7;" in code and "intshared=1;" in code  # torch's CUDAConfig.h, the judge's cuda_cmake_macros.h
+
+
+@needs_nvcc
+def test_nvcc_finds_every_header_of_torchs_cuda_context_with_the_judges_paths(tmp_path):
+    """What ATen/cuda/CUDAContext.h and c10/cuda/CUDAStream.h include (cusparse.h, cublas_v2.h, cublasLt.h,
+    cusolverDn.h, the generated cuda_cmake_macros.h) and curand_kernel.h preprocess; without the paths, a minimal
+    toolkit and a CPU wheel of torch stop at the first."""
+    dirs = header_env()["CPLUS_INCLUDE_PATH"].split(os.pathsep)
+    if not any(os.path.isfile(os.path.join(d, "cusparse.h")) for d in [*dirs, os.path.join(cuda_home(), "include")]):
+        pytest.skip(f"the CUDA libraries' headers are not installed ({INSTALL})")
+    from torch.utils.cpp_extension import include_paths
+
+    source = tmp_path / "probe.cu"
+    source.write_text("#include <ATen/cuda/CUDAContext.h>\n#include <c10/cuda/CUDAStream.h>\n#include <ATen/cuda/cub.h>\n"
+                      "#include <curand_kernel.h>\n__global__ void k(float* x) { x[0] = 1.f; }\n")  # fmt: skip
+    flags = [f for p in [*include_paths(), os.path.join(cuda_home(), "include")] for f in ("-isystem", p)]
+    nvcc = [os.path.join(cuda_home(), "bin", "nvcc"), "-E", "-std=c++17", *flags, str(source), "-o", os.devnull]
+    done = subprocess.run(nvcc, capture_output=True, text=True, env={**os.environ, **header_env()}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@needs_nvcc
+def test_a_candidate_including_a_cuda_header_this_machine_lacks_is_a_harness_error(tmp_path):
+    if any(os.path.isfile(os.path.join(d, "cufftXt.h")) for d in [*wheel_include_dirs(), os.path.join(cuda_home(), "include")]):
+        pytest.skip("cuFFT's headers are installed here")
+    result = check(tiny_problem(), "cuda_cufft", build_dir=str(tmp_path), pch_dir="off", timeout=600)
+    assert result.outcome is Outcome.HARNESS_ERROR, result.message
+    assert result.message.startswith("--device cpu-check: this machine lacks the header cufftXt.h (the candidate includes it)")
+    assert "pip install nvidia-cufft" in result.message and "fatal error: cufftXt.h" in result.message  # nvcc's words kept
+
+
+# --- every bundled CUDA solution, and the prompts' example, as a GPU machine would build them ------
+
+
+SOLUTIONS = sorted((REPO / "solutions").glob("*/*.cuda.py"))
+
+
+def _problem_of(path):
+    """The problem a bundled solution solves: the bundled folder's, or the KernelBench data's (skipped without it)."""
+    level = path.parent.name.removeprefix("level")
+    name = path.name.removesuffix(".cuda.py")
+    if level == "mini":
+        return problem_from_path(REPO / "problems" / "mini" / f"{name}.py")
+    files = [SHARED_KB / "problems.jsonl", SHARED_KB / "pike-levels.jsonl"]
+    if not all(f.is_file() for f in files):
+        pytest.skip(f"level {level} needs the KernelBench data ({SHARED_KB})")
+    found = [p for f in files for p in load_jsonl(f) if p.level == level and p.name == name]
+    assert len(found) == 1, f"{path}: no problem {level}/{name} in the data"
+    return found[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", SOLUTIONS, ids=[f"{p.parent.name}/{p.name}" for p in SOLUTIONS])
+def test_every_bundled_gpu_solution_passes_the_cpu_check(path, tmp_path):
+    """A CUDA load_inline solution compiles as on a GPU machine (nvcc, every header found); a Triton one matches the
+    reference in Triton's interpreter. Either is ``built``."""
+    source = path.read_text()
+    if "load_inline" in source and not cuda_home():
+        pytest.skip("no CUDA toolkit (nvcc) on this machine")
+    if "triton" in source and importlib.util.find_spec("triton") is None:
+        pytest.skip("triton is not installed (pip install -e '.[test]')")
+    result = evaluate(_problem_of(path), load_candidate_file(path), cpu_config(device="cpu-check", build_dir=str(tmp_path),
+                                                                                timeout=1200, trials=1))  # fmt: skip
+    assert result.outcome is Outcome.BUILT, result.message
+
+
+@needs_nvcc
+@pytest.mark.slow
+def test_the_prompts_cuda_example_is_built(tmp_path):
+    """The worked example every CUDA prompt shows compiles as on a GPU machine (its headers: c10/cuda/CUDAStream.h)."""
+    folder = tmp_path / "level9"
+    folder.mkdir()
+    (folder / "1_Add.py").write_text(prompts.EXAMPLE_REFERENCE["cuda"] + "\n")
+    candidate = Candidate(prompts.EXAMPLE_SOLUTION["cuda"] + "\n", "", "the prompts' example")
+    result = evaluate(problem_from_path(folder / "1_Add.py"), candidate, cpu_config(device="cpu-check", build_dir=str(tmp_path),
+                                                                                     timeout=1200))  # fmt: skip
+    assert result.outcome is Outcome.BUILT, result.message

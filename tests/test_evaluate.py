@@ -20,12 +20,12 @@ def judge(name, **config):
 def test_correct_candidate_has_speedup_timings_and_metadata():
     result = judge("correct", process_pairs=1)  # one pair of runners: the speedup is its medians' (a second pair's: below)
     assert result.outcome is Outcome.CORRECT, result.message
-    assert "min_free_gib_at_lock" not in result.extra  # a CUDA-only figure
+    assert result.extra.min_free_gib_at_lock is None  # a CUDA-only figure
     # the event speedup, unless the supervisor's clock cannot vouch for that much gain (stats.wall_check)
     event = result.ref.median / result.new.median
-    capped = result.extra["speedup_capped"]
+    capped = result.extra.speedup_capped
     assert result.speedup == pytest.approx(event) if not capped else result.speedup < event
-    assert result.extra["wall_check"]["ok"] is True and result.extra["sandbox"]
+    assert result.extra.wall_check["ok"] is True and result.extra.sandbox
     assert result.reward == pytest.approx(result.speedup - 1)
     assert result.ref.rounds == len(result.ref.samples) >= 5
     assert result.new.rounds == len(result.new.samples) >= 5
@@ -34,14 +34,14 @@ def test_correct_candidate_has_speedup_timings_and_metadata():
     assert result.versions["torch"] and result.device == "cpu" and result.device_name
     assert {"reference", "compile", "init", "run", "compare", "trace", "time", "recheck"} <= set(result.stage_seconds)
     # where the time phase went, part by part (benchmarks/throughput.py sums them): within the phase's own seconds
-    parts = result.extra["split_s"]
+    parts = result.extra.split_s
     assert {"reference.call", "time.bind", "time.warmup", "time.batch", "time.end"} <= set(parts)
     assert 0 < parts["time.batch"] and sum(v for k, v in parts.items() if k.startswith("time.")) <= result.stage_seconds["time"] + 0.01
     # every timed and warm-up call's output was compared (small outputs); a second batch only after a failed wall check
-    assert result.extra["checked_calls"] == result.extra["timed_calls"] >= result.new.rounds + 3
+    assert result.extra.checked_calls == result.extra.timed_calls >= result.new.rounds + 3
     assert len(result.source_hash) == 16
     # CPU seconds per process tree (benchmarks/throughput.py sums them): each runner imported torch at least
-    cpu = result.extra["cpu_s"]
+    cpu = result.extra.cpu_s
     assert cpu["supervisor"] > 0 and cpu["candidate"] > 0.2 and cpu["reference"] > 0, cpu
 
 
@@ -51,7 +51,7 @@ def test_baseline_is_correct_with_speedup_near_one():
     assert 0.33 < result.speedup < 3.0  # CPU timings under a loaded CI machine are noisy; this catches gross errors
     # nothing to build: the candidate's runner started beside the reference, and the reference's exclusive phase did
     # not wait at its end for that runner to finish importing torch (it was asked nothing yet: ~1.3 s here, 1.2 s H100)
-    assert result.extra["runner_early"] and result.extra["split_s"]["reference.end"] < 0.5
+    assert result.extra.runner_early and result.extra.split_s["reference.end"] < 0.5
 
 
 SLEEPY_PROBLEM = """
@@ -105,18 +105,21 @@ def test_a_cpu_speedup_is_timed_again_in_fresh_runners_and_noisy_when_the_proces
     config = cpu_config(build_dir=str(tmp_path / "builds"), min_reps=20, max_time=0.5, process_pairs=0)
     result = evaluate(problem_from_path(problem_file), Candidate(source, "", "first-process-fast"), config)
     assert result.outcome is Outcome.CORRECT, result.message
-    first, second, *third = pairs = result.extra["process_pairs"]  # the first pair's 4x is steady: a second pair is timed
+    first, second, *third = pairs = result.extra.process_pairs  # the first pair's 4x is steady: a second pair is timed
     assert not first["noisy"] and first["speedup"] > 2.0, pairs
     if first_only:  # the second pair's processes see no gain: the two disagree, and the gain is not printed as one
-        assert second["speedup"] < 1.25 and result.extra["speedup_noisy"] and third, pairs  # noisy, and a third pair ...
+        assert second["speedup"] < 1.25 and result.extra.speedup_noisy and third, pairs  # noisy, and a third pair ...
         assert result.speedup < 1.25, pairs  # ... whose processes see no gain either: the median of three is printed
     else:
         assert second["speedup"] > 2.0 and result.speedup > 2.0, pairs
         # pairs that agree on a gain add no doubt of their own: noisy only where a pair's own rounds were
-        assert result.extra["speedup_noisy"] == any(pair["noisy"] for pair in pairs), pairs
-    assert result.extra["timed_calls"] >= 2 * (20 + 3)  # both pairs: warm-up and min_reps timed calls each
-    # both pairs' references forked alike, before this supervisor ran a parallel op (a fork after that hung in one)
-    assert {pair["reference"] for pair in pairs} == {"forked"}
+        assert result.extra.speedup_noisy == any(pair["noisy"] for pair in pairs), pairs
+    assert result.extra.timed_calls >= 2 * (20 + 3)  # both pairs: warm-up and min_reps timed calls each
+    # the spares' references forked alike, before this supervisor ran a parallel op (a fork after that hung in one); a
+    # pair beyond them (a loaded machine's spread can ask for one) starts a new interpreter
+    from pytest_kernelbench.judge.stats import SPARE_PAIRS
+
+    assert {pair["reference"] for pair in pairs[:SPARE_PAIRS]} == {"forked"}
 
 
 @pytest.mark.parametrize("calls", [4, 40])
@@ -125,16 +128,19 @@ def test_rounds_of_several_calls_time_each_call_on_its_own_inputs_and_keep_one_s
     result = evaluate(tiny_problem(), baseline_candidate(tiny_problem()), config)
     assert result.outcome is Outcome.CORRECT, result.message
     extra = result.extra
-    assert extra["calls_per_round"] == calls and 0.33 < result.speedup < 3.0
-    # 3 warm-up calls make one whole round; a sample is a round's mean per call, and min_reps (CPU: 10) counts samples
-    assert extra["timed_calls"] == calls * (1 + result.new.rounds) and result.ref.rounds == result.new.rounds >= 10
-    assert extra["checked_calls"] == extra["timed_calls"] and extra["wall_check"]["ok"]
+    assert extra.calls_per_round == calls and 0.33 < result.speedup < 3.0
+    # 3 warm-up calls make one whole round; a sample is a round's mean per call, and min_reps (CPU: 10) counts samples;
+    # a batch the wall clock did not vouch for (a loaded machine's capped one) was timed again: its rounds count too
+    assert result.ref.rounds == result.new.rounds >= 10 and extra.timed_calls % calls == 0
+    assert extra.timed_calls == calls * (1 + result.new.rounds) if extra.wall_check_first_batch is None else \
+        extra.timed_calls > calls * (1 + result.new.rounds)
+    assert extra.checked_calls == extra.timed_calls and extra.wall_check["ok"]
 
 
 @pytest.mark.parametrize(
     ("name", "outcome", "stage", "says", "reward"),
     [
-        ("incorrect", Outcome.INCORRECT, "compare", "values outside atol=0.01 rtol=0.01", -2),
+        ("incorrect", Outcome.INCORRECT, "compare", "values outside atol=", -2),  # the level's tolerance (issue 48)
         ("compile_error", Outcome.COMPILE_ERROR, "compile", "SyntaxError", -5),
         ("init_error", Outcome.INIT_ERROR, "init", "cannot build this kernel for 128 features", -4),
         ("runtime_error", Outcome.RUNTIME_ERROR, "run", "invalid configuration argument", -3),
@@ -180,7 +186,11 @@ def test_hang_times_out_and_the_timeout_excludes_nothing_else():
     result = judge("timeout", timeout=6)
     assert result.outcome is Outcome.TIMEOUT and result.reward == -7
     assert "timed out after 6 s during stage 'run'" in result.message
-    assert time.monotonic() - started < 20
+    from pytest_kernelbench.judge.stages import charged
+
+    # 6 s of its own time; a runner's start (importing torch: seconds on a loaded machine) is not its time
+    assert sum(s for stage, s in result.stage_seconds.items() if charged(stage)) < 6 + 3, result.stage_seconds
+    assert time.monotonic() - started < 60
 
 
 def _alive(pid):
@@ -335,7 +345,7 @@ def test_no_two_calls_ever_get_the_same_input_values():
 
     result = evaluate(tiny_problem(), Candidate(_FRESH_VALUES, "", "fresh"), cpu_config())
     assert result.outcome is Outcome.CORRECT, result.message
-    assert result.extra["checked_calls"] >= 10
+    assert result.extra.checked_calls >= 10
 
 
 def test_a_problem_that_cannot_make_inputs_is_the_harness_fault(tmp_path):
@@ -452,7 +462,7 @@ def test_a_random_subset_of_timed_calls_is_checked_and_still_catches_a_candidate
     subset = cpu_config(check_all_below_mb=0.0, min_reps=24, max_time=5.0)  # every output counts as big
     honest = evaluate(tiny_problem(), baseline_candidate(tiny_problem()), subset)
     assert honest.outcome is Outcome.CORRECT, honest.message
-    checked, timed = honest.extra["checked_calls"], honest.extra["timed_calls"]
+    checked, timed = honest.extra.checked_calls, honest.extra.timed_calls
     assert 3 + 4 <= checked < timed  # the warm-up and at least 4 timed calls; not all of them (P(all 24) = 4^-24)
     # the red-team file that goes wrong after the trials, moved on to go wrong only when timed: right in 3 trials,
     # the trace and 3 warm-up calls (its own threshold, 5 calls, is caught at the warm-up)
@@ -475,3 +485,17 @@ def test_openmp_binding_in_the_users_environment_reaches_no_judge_process(monkey
     result = evaluate(problem, baseline_candidate(problem), cpu_config(max_time=0.5))
     assert result.outcome is Outcome.CORRECT, result.message
     assert 0.8 < result.speedup < 1.25, (result.speedup, result.ref.median, result.new.median)
+
+
+def test_a_candidate_that_fills_its_folders_past_the_disk_limit_is_its_runtime_error(monkeypatch):
+    """Issue 45: the disk a candidate can write (build folder, JIT caches, scratch) is bounded; over it is its outcome."""
+    from pytest_kernelbench.candidates import Candidate
+
+    monkeypatch.setenv("KB_DISK_GB", "0.05")
+    fill = ("import os\nfolder = os.environ['TRITON_CACHE_DIR']\nos.makedirs(folder, exist_ok=True)\n"
+            "with open(os.path.join(folder, 'junk'), 'wb') as fh:\n    for _ in range(100):\n        fh.write(b'x' * (1 << 20))\n")
+    problem = tiny_problem()
+    source = fill + problem.source.replace("class Model(", "class ModelNew(")
+    result = evaluate(problem, Candidate(source, "", "fills"), cpu_config(timeout=120))
+    assert result.outcome is Outcome.RUNTIME_ERROR, result.message
+    assert "GiB to its folders" in result.message and "KB_DISK_GB" in result.message

@@ -139,7 +139,7 @@ def test_a_sigkilled_parent_takes_the_server_its_supervisors_and_their_runners_w
 
     parent = subprocess.Popen([sys.executable, "-c", PARENT.format(paths=[str(TESTS), str(REPO)])],
                               stdout=subprocess.PIPE, text=True, env=supervisor_env(cpu_config()))
-    from pytest_kernelbench.judge.sandbox import descendants
+    from pytest_kernelbench.judge.procs import descendants
 
     try:
         server_pid = int(parent.stdout.readline())
@@ -166,13 +166,14 @@ def test_unknown_worker_start_is_a_clear_error():
 
 _SIZE_INPUTS = """
 import sys, types
-from pytest_kernelbench.judge import forkserver, supervisor
+from pytest_kernelbench.judge import forkserver
+from pytest_kernelbench.judge.supervisor import plan
 if sys.argv[1] == "warm":
     forkserver.warm_meta()
 problem = types.ModuleType("problem")
 exec("import torch\\ndef get_inputs():\\n    return [torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,))]", problem.__dict__)
 before = set(sys.modules)
-size = supervisor.input_bytes(problem)
+size = plan.input_bytes(problem)
 print(int(size), len(set(sys.modules) - before))
 """
 

@@ -33,12 +33,12 @@ def test_correct_candidate_on_cuda():
 
 
 def test_a_small_fast_problem_is_timed_in_rounds_of_several_calls_and_a_big_one_call_by_call():
-    from pytest_kernelbench.judge.supervisor import AUTO_ROUND_CALLS, ROUND_BYTES
+    from pytest_kernelbench.judge.supervisor.plan import AUTO_ROUND_CALLS, ROUND_BYTES
 
     small = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120))
     assert small.outcome is Outcome.CORRECT, small.message
-    assert small.extra["calls_per_round"] == AUTO_ROUND_CALLS and small.extra["wall_check"]["ok"]
-    assert small.extra["timed_calls"] >= AUTO_ROUND_CALLS * small.new.rounds
+    assert small.extra.calls_per_round == AUTO_ROUND_CALLS and small.extra.wall_check["ok"]
+    assert small.extra.timed_calls >= AUTO_ROUND_CALLS * small.new.rounds
     import dataclasses
 
     rows = ROUND_BYTES // (128 * 4)  # 128 float32 features: one call's input and output hold 2 * ROUND_BYTES
@@ -47,20 +47,20 @@ def test_a_small_fast_problem_is_timed_in_rounds_of_several_calls_and_a_big_one_
     big = dataclasses.replace(tiny_problem(), source=source)
     result = evaluate(big, broken("correct"), EvalConfig(device="cuda", timeout=120))
     assert result.outcome is Outcome.CORRECT, result.message
-    assert result.extra["calls_per_round"] == 1
+    assert result.extra.calls_per_round == 1
     # a small round's buffer stays put; a big one's sets move within a quarter of its size, read from a new place each call
-    from pytest_kernelbench.judge.supervisor import slack_bytes
+    from pytest_kernelbench.judge.supervisor.plan import slack_bytes
 
     assert "input_slack_mib" not in small.extra
-    assert result.extra["input_slack_mib"] == slack_bytes(2 * ROUND_BYTES) >> 20 > 0 and result.extra["input_places"] > 1
+    assert result.extra.input_slack_mib == slack_bytes(2 * ROUND_BYTES) >> 20 > 0 and result.extra.input_places > 1
     # a call too big for rounds may stop timing at EARLY_SAMPLES, only with precise medians and EARLY_CHECKED checks
     from pytest_kernelbench.judge.stats import median_rel_err
-    from pytest_kernelbench.judge.supervisor import EARLY_CHECKED, EARLY_REL_ERR, EARLY_SAMPLES
+    from pytest_kernelbench.judge.supervisor.plan import EARLY_CHECKED, EARLY_REL_ERR, EARLY_SAMPLES
 
     extra, samples = result.extra, {"ref": result.ref.samples, "new": result.new.samples}
-    if extra["timing_stop"] == "early":
+    if extra.timing_stop == "early":
         assert EARLY_SAMPLES <= len(samples["new"]) < 30 and all(median_rel_err(v, robust=True) < EARLY_REL_ERR for v in samples.values())
-        assert extra["checked_calls"] - 3 >= EARLY_CHECKED, extra  # checked_calls counts the warm-up's 3 calls too
+        assert extra.checked_calls - 3 >= EARLY_CHECKED, extra  # checked_calls counts the warm-up's 3 calls too
     else:
         assert len(samples["new"]) >= 30, extra
 
@@ -96,8 +96,8 @@ def test_a_first_call_that_compiles_on_big_inputs_gets_a_warm_up_step_of_its_own
     assert "time.sleep(3.0)" in slow_first
     result = evaluate(big, Candidate(slow_first, "", "slow-first-call"), EvalConfig(device="cuda", timeout=180))
     assert result.outcome is Outcome.CORRECT, result.message
-    split = result.extra["split_s"]
-    assert result.extra.get("warm_step") is True, result.extra
+    split = result.extra.split_s
+    assert result.extra.warm_step is True, result.extra
     assert split["run.warm"] >= 3.0, split
     assert split["run/call.request"] < 2.0, split  # the trials' candidate calls: none of them compiled
 
@@ -105,7 +105,7 @@ def test_a_first_call_that_compiles_on_big_inputs_gets_a_warm_up_step_of_its_own
 def test_a_profiled_judge_keeps_a_per_kernel_time_table():
     result = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120, profile=True))
     assert result.outcome is Outcome.CORRECT, result.message
-    table = result.extra["kernel_profile"]
+    table = result.extra.kernel_profile
     assert table and all(row["us"] > 0 and row["launches"] >= 1 for row in table.values()), table
     assert "kernel_profile" not in evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120)).extra
 
@@ -134,6 +134,8 @@ def _gpu_judge(name, **overrides):
     spec = corpus_headers(GPU_ADVERSARIAL / f"{name}.py")
     problem = problem_from_path(DATA / "timing" / "level9" / "2_BigMatmul.py") if spec.get("problem") == "gpu-timing" else tiny_problem()
     candidate = load_candidate_file(GPU_ADVERSARIAL / f"{name}.py")
+    if "sandbox" in spec:  # off: no bwrap, the cgroup alone contains it
+        overrides.setdefault("sandbox", spec["sandbox"])
     return spec, evaluate(problem, candidate, EvalConfig(device="cuda", timeout=float(spec.get("timeout", 300)), **overrides))
 
 
@@ -153,10 +155,10 @@ def test_work_on_a_side_stream_is_inside_the_measurement():
     # Three 4096^3 matmuls against one small linear layer: a timer that missed the side stream
     # would report a speedup near 1 or above.
     assert result.speedup < 0.2, result.speedup
-    calls = result.extra["timed_calls"]  # each side's, warm-up included
-    assert result.extra["offstream_calls"].get("new", 0) >= calls // 2
-    assert result.extra["offstream_calls"].get("ref", 0) <= calls // 20
-    assert result.extra["min_free_gib_at_lock"] > 0
+    calls = result.extra.timed_calls  # each side's, warm-up included
+    assert result.extra.offstream_calls.get("new", 0) >= calls // 2
+    assert result.extra.offstream_calls.get("ref", 0) <= calls // 20
+    assert result.extra.min_free_gib_at_lock > 0
 
 
 def test_both_runners_time_on_one_core_and_a_candidate_that_leaves_it_is_bound_back():
@@ -170,10 +172,10 @@ def test_both_runners_time_on_one_core_and_a_candidate_that_leaves_it_is_bound_b
     _, leaver = _gpu_judge("leaves_the_timing_core")
     for result in (honest, leaver):
         assert result.outcome is Outcome.CORRECT, result.message
-        core = result.extra["timing_core"]
+        core = result.extra.timing_core
         assert core["core"] == timing_core(0) and core["threads"] >= 2, core  # at least each runner's main thread
-    assert honest.extra["timing_core"]["moved_back"] == 0, honest.extra["timing_core"]
-    assert leaver.extra["timing_core"]["moved_back"] >= leaver.new.rounds, leaver.extra["timing_core"]  # each round, its threads
+    assert honest.extra.timing_core["moved_back"] == 0, honest.extra.timing_core
+    assert leaver.extra.timing_core["moved_back"] >= leaver.new.rounds, leaver.extra.timing_core  # each round, its threads
 
 
 def test_illegal_memory_access_is_a_result_and_the_next_candidate_starts_clean():
@@ -186,7 +188,7 @@ def test_illegal_memory_access_is_a_result_and_the_next_candidate_starts_clean()
 def test_cuda_graph_timing_replays_a_captured_graph():
     result = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120, timer="cuda-graph"))
     assert result.outcome is Outcome.CORRECT, result.message
-    assert result.extra["timer"] == "cuda-graph" and "cuda_graph_error" not in result.extra
+    assert result.extra.timer == "cuda-graph" and result.extra.cuda_graph_error is None
 
 
 def test_cuda_graph_timing_falls_back_to_events_for_what_cannot_be_captured(tmp_path):
@@ -198,7 +200,7 @@ def test_cuda_graph_timing_falls_back_to_events_for_what_cannot_be_captured(tmp_
     )
     result = evaluate(tiny_problem(), Candidate(source, "", "sync"), EvalConfig(device="cuda", timeout=120, timer="cuda-graph"))
     assert result.outcome is Outcome.CORRECT, result.message
-    assert result.extra["timer"] == "events" and result.extra["cuda_graph_error"]
+    assert result.extra.timer == "events" and result.extra.cuda_graph_error
 
 
 def test_side_stream_work_is_caught_under_cuda_graph_timing_too():
@@ -271,3 +273,14 @@ def test_the_fused_seal_and_comparison_agree_with_the_pytorch_path(monkeypatch):
     assert got[4] == want[4] and "1 of" in got[4][0]  # out of tolerance: the exact path's message
     assert got[5] == want[5] and "NaN" in got[5][0]
     assert got[6] == want[6] and "changed after" in got[6][0]
+
+
+def test_candidates_are_contained_by_cgroups_on_this_machine():
+    """Issue 45: each candidate runner in a cgroup of its own (frozen whole, memory and pids bounded) on the GPU
+    machines too, as root; the label every result carries says so."""
+    from pytest_kernelbench.judge import cgroups
+
+    support = cgroups.support()
+    assert support.ok, support.reason
+    result = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120))
+    assert result.outcome is Outcome.CORRECT and "cgroup v2" in result.extra.sandbox, (result.extra.sandbox, result.message)

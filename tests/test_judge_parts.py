@@ -16,17 +16,8 @@ import torch
 from helpers import REPO
 from pytest_kernelbench.judge import protocol as p
 from pytest_kernelbench.judge.compare import Sealer, compare_tensors
-from pytest_kernelbench.judge.sandbox import (
-    SECRET_NAME,
-    TIMING_ENV,
-    Mounts,
-    ProcessTree,
-    SandboxInfo,
-    bwrap_command,
-    descendants,
-    kill_tree,
-    runner_env,
-)
+from pytest_kernelbench.judge.procs import ProcessTree, descendants, kill_tree
+from pytest_kernelbench.judge.sandbox import SECRET_NAME, TIMING_ENV, Mounts, SandboxInfo, bwrap_command, runner_env
 from pytest_kernelbench.judge.stats import PROCESS_SD, PairTiming, another_pair, combine_pairs, speedup_interval, wall_check
 from pytest_kernelbench.judge.transport import MAX_MESSAGE, Channel, ProtocolError, SharedBuffer
 
@@ -238,7 +229,7 @@ def test_a_rounds_calls_each_fill_their_own_slots_and_the_reference_outputs_are_
 
 
 def test_a_call_set_moved_in_its_buffer_is_read_and_answered_at_its_new_place(tmp_path):
-    from pytest_kernelbench.judge.supervisor import CallSet, _expect, _node
+    from pytest_kernelbench.judge.supervisor.buffers import CallSet, _expect, _node
 
     runner, supervisor, ask = _runner_on_a_thread(tmp_path)
     assert ask(p.Setup("cpu"))["ok"]
@@ -290,12 +281,12 @@ def test_a_cpu_runner_that_times_pins_its_thread_and_each_of_torchs_pool_threads
 
 
 def test_a_build_steps_runner_leaves_its_threads_free_so_that_its_compilers_may_use_every_core(tmp_path):
-    _, tasks = _threads_after_setup(tmp_path, p.Setup("cpu", threads=2))  # as Supervisor.build sets one up
+    _, tasks = _threads_after_setup(tmp_path, p.Setup("cpu", threads=2))  # as Builder.build sets one up
     assert all(cores == os.sched_getaffinity(0) for cores in tasks.values()), tasks
 
 
 def test_a_gpu_timing_buffer_has_a_quarter_of_its_size_to_move_in_in_whole_steps_and_at_most_its_cap():
-    from pytest_kernelbench.judge.supervisor import SHIFT_MAX, SHIFT_STEP, slack_bytes
+    from pytest_kernelbench.judge.supervisor.plan import SHIFT_MAX, SHIFT_STEP, slack_bytes
 
     assert slack_bytes(4 * SHIFT_STEP - 1) == 0 and slack_bytes(4 * SHIFT_STEP) == SHIFT_STEP
     assert slack_bytes(4 * 10 * SHIFT_STEP + 7) == 10 * SHIFT_STEP
@@ -666,3 +657,38 @@ def test_binding_moves_every_thread_of_a_process_and_counts_those_it_moved_back(
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_runners_output_is_read_through_a_pipe_and_kept_bounded():
+    """Issue 45: the candidate's output is never a file it holds; the supervisor keeps its last bytes only."""
+    import subprocess
+    import sys
+
+    from pytest_kernelbench.judge.procs import LogPipe
+
+    pipe = LogPipe(keep=1 << 16)
+    child = subprocess.Popen([sys.executable, "-c", "import os\nfor i in range(160):\n    os.write(1, b'%07d' % i + b'y' * 65529)\n"
+                              "os.write(1, b'THE END')"], stdout=pipe.write_fd, stderr=subprocess.STDOUT)  # fmt: skip
+    pipe.started()
+    assert child.wait(60) == 0
+    pipe._thread.join(10)
+    assert pipe.total == 160 * 65536 + 7 and len(pipe._tail) <= 2 * (1 << 16)
+    text = pipe.text(100)
+    assert text.startswith("[log truncated: last 100 of 10485767 bytes]") and text.endswith("THE END")
+
+
+def test_a_halved_claim_the_bound_cannot_tell_from_noise_is_credited_with_the_clocks_measure():
+    """Issue 45: 2 ms calls claimed as 1 ms. On a quiet clock the check rejects the lie; with a busy machine's spread its
+    bound is wider than the lie, the check passes, and the speedup is the clock's (about 1x), not the claim's 2x."""
+    ref_ms, ref_wall = _calls(2.0, 2.0, 0.3)
+    quiet = wall_check(ref_ms, ref_wall, *_calls(1.0, 2.0, 0.3), "cpu")
+    assert not quiet.ok
+    spread = [3.0 * ((i * 7919) % 13 - 6) / 6 for i in range(200)]  # +-3 ms, the same pattern on both sides
+    busy_ref = [w + s for w, s in zip(ref_wall, spread, strict=True)]
+    liar_ms, liar_wall = _calls(1.0, 2.0, 0.3)
+    busy_liar = [w + s for w, s in zip(liar_wall, spread[::-1], strict=True)]
+    busy = wall_check(ref_ms, busy_ref, liar_ms, busy_liar, "cpu")
+    assert busy.ok and busy.bound_ms >= 1.0, busy  # the lie hides in the noise ...
+    assert busy.capped and 2.0 / busy.confirmed_ms < 1.2, busy  # ... and gains nothing by it
+    honest = wall_check(ref_ms, busy_ref, *_calls(1.0, 1.0, 0.3), "cpu")  # a real 2x on the same busy machine
+    assert 1.6 < 2.0 / honest.confirmed_ms < 2.4, honest

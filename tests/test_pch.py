@@ -36,8 +36,8 @@ def fake_torch(tmp_path, monkeypatch):
     (include / "torch" / "extension.h").write_text(HEADER)
     root = tmp_path / "pch"
     monkeypatch.setenv("CXX", "g++")
-    trusted = pch.trusted_roots()
-    monkeypatch.setattr(pch, "trusted_roots", lambda: [*trusted, include.resolve()])  # the stand-in torch install
+    trusted = pch.trusted_includes()
+    monkeypatch.setattr(pch, "trusted_includes", lambda: [*trusted, include.resolve()])  # the stand-in torch install
     wrapper = compiler_wrapper(root)
     assert wrapper is not None and Path(wrapper).name == "g++"
     return include, root, wrapper
@@ -166,6 +166,82 @@ def test_a_header_build_that_hangs_is_killed_and_its_waiters_let_go(tmp_path, mo
     assert time.monotonic() - start < 10
     assert [(e["event"], e["stderr"]) for e in _events(tmp_path / "pch")] == [("failed", "no header after 0.5 s")]
     assert not (tmp_path / "pch" / "k1.building").exists() and not list((tmp_path / "pch").glob("k1/**/*.gch*"))
+
+
+def _torch_flags() -> list[str]:
+    """A binding compile's flags as torch's load_inline passes them here (its macros, include folders, -fPIC, -std)."""
+    includes = [str(folder) for folder in pch.trusted_includes()]
+    return ["-DTORCH_API_INCLUDE_EXTENSION_H", *sorted(pch.torch_flags()), *(f for i in includes for f in ("-isystem", i)),
+            "-fPIC", "-std=c++20"]  # fmt: skip
+
+
+@pytest.mark.parametrize("extra", [[], ["-O3"], ["-O3", "-fopenmp"], ["-O1", "-w"], ["-std=c++17"]])
+def test_a_header_is_built_for_the_flags_torch_and_honest_builds_pass(extra):
+    assert pch.safe_flags([*_torch_flags(), *extra], pch.trusted_includes()) == ""
+
+
+def test_the_flags_of_torchs_own_binding_compile_are_allowed(tmp_path):
+    """The binding compile's flags as this torch writes them into its build.ninja (a private function: skipped where
+    it is gone) get a header: the allowlist is what honest load_inline builds pass."""
+    import inspect
+    import shlex
+
+    from torch.utils import cpp_extension
+
+    write = getattr(cpp_extension, "_write_ninja_file_to_build_library", None)
+    if write is None:
+        pytest.skip("this torch writes its ninja file otherwise")
+    source = _binding(tmp_path, "f")
+    given = {"path": str(tmp_path / "build.ninja"), "name": "kb_x", "sources": [str(source)], "extra_cflags": ["-O3"],
+             "extra_cuda_cflags": [], "extra_sycl_cflags": [], "extra_ldflags": [], "extra_include_paths": [],
+             "with_cuda": False, "with_sycl": False, "is_standalone": False}  # fmt: skip
+    write(**{name: given[name] for name in inspect.signature(write).parameters})
+    line = next(line for line in (tmp_path / "build.ninja").read_text().splitlines() if line.startswith("cflags"))
+    found = binding_compile([*shlex.split(line.partition("=")[2]), "-c", str(source), "-o", "main.o"])
+    assert found is not None and pch.safe_flags(found[1], pch.trusted_includes()) == "", found
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["-ftrack-macro-expansion=0"], "not one a precompiled header"),
+        (["-DKB_MACRO=1"], "not one a precompiled header"),
+        (["-UNDEBUG"], "not one a precompiled header"),
+        (["-DTORCH_API_INCLUDE_EXTENSION_H"], "repeated"),
+        (["-O3", "-O3"], "repeated"),
+        (["-fplugin=/tmp/evil.so"], "not one a precompiled header"),
+        (["-march=native"], "not one a precompiled header"),
+        (["-I/tmp"], "include folder"),
+        (["-isystem", "/usr/include"], "include folder"),
+        (["-isystem"], "without a folder"),
+        (["-w"] * 60, "at most"),
+    ],
+)
+def test_a_requested_header_with_other_flags_is_refused(extra, says):
+    assert says in pch.safe_flags([*_torch_flags(), *extra], pch.trusted_includes())
+
+
+def test_a_header_compile_is_bounded_in_memory(monkeypatch):
+    """Past BUILD_MEMORY_BYTES of address space the compile fails (no header, the build goes on without one)."""
+    monkeypatch.setattr(pch, "BUILD_MEMORY_BYTES", 1 << 30)
+    hog = "x = bytearray(2 << 30); print('allocated')"
+    assert "MemoryError" in pch._compile_header([sys.executable, "-c", hog])
+    assert pch._compile_header([sys.executable, "-c", "x = bytearray(1 << 20)"]) == ""
+
+
+def test_a_header_compile_past_its_time_is_killed_with_what_it_started(tmp_path, monkeypatch):
+    """The compiler's whole group goes at BUILD_TIMEOUT_S: a driver's cc1plus must not keep compiling (and eating memory)."""
+    started = tmp_path / "child.pid"
+    compiler = tmp_path / "driver"
+    compiler.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {started}\nwait\n")
+    compiler.chmod(0o755)
+    monkeypatch.setattr(pch, "BUILD_TIMEOUT_S", 1.0)
+    assert pch._compile_header([str(compiler)]) == "no header after 1 s"
+    child = int(started.read_text())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
 
 
 def _step_compile(wrapper: str, include: Path, source: Path, wanted: Path, wait: float) -> subprocess.Popen:
@@ -317,10 +393,10 @@ def test_a_load_inline_candidate_is_judged_with_the_shared_header(tmp_path):
     events = _events(root)
     assert [e["event"] for e in events] == ["built", "used", "used"], events
     assert len({e["source"] for e in events[1:]}) == 2
-    assert [r.extra["pch"] for r in outcomes] == [{"built": 1, "used": 1}, {"used": 1}]
+    assert [r.extra.pch for r in outcomes] == [{"built": 1, "used": 1}, {"used": 1}]
     # A re-judge loads the cached library: no build step, and its old requests are not served again.
     again = evaluate(problem, Candidate(CPP_CANDIDATE.replace("OFFSET", "0"), "", "offset=0"), config)
-    assert again.outcome.value == "correct" and again.extra["build_cached"] is True
+    assert again.outcome.value == "correct" and again.extra.build_cached is True
     assert "pch" not in again.extra and "pch" not in again.stage_seconds
     assert len(_events(root)) == 3
     ninja = next((tmp_path / "builds").glob("*/kb_pch_probe/build.ninja")).read_text()

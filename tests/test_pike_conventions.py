@@ -93,4 +93,4 @@ def test_tensorrt_without_torch_tensorrt_is_skipped_with_the_reason(pytester, mo
     assert cli.exit_code == 2 and "needs torch-tensorrt" in cli.output
     tiny = problem_from_path(TINY_PROBLEM)  # any other caller of the judge: no verdict, the reason, no process started
     result = evaluate(tiny, baseline_candidate(tiny), cpu_config(mode="tensorrt"))
-    assert result.outcome is Outcome.HARNESS_ERROR and result.extra["skipped"] == result.message and result.wall_seconds == 0
+    assert result.outcome is Outcome.HARNESS_ERROR and result.extra.skipped == result.message and result.wall_seconds == 0

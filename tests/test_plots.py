@@ -88,6 +88,23 @@ def test_fast_p_is_kernelbench_fast_p_over_all_tasks(runs, figs):
     assert "fast_0 0.67" in ax.get_title() and "fast_1 0.33" in ax.get_title() and "3 tasks" in ax.get_title()
 
 
+def test_fast_p_counts_a_noisy_best_only_as_far_as_its_interval_goes(tmp_path):
+    """As the judge's fast_p: a best of 1.8x whose 95% interval is 0.9-3.6 is not a gain over 1."""
+    noisy = make_run(tmp_path, "1", "19_ReLU", {"outcome": "correct", "speedup": 1.8, "speedup_noisy": True,
+                                                "speedup_interval": [0.9, 3.6]}, [1.8])  # fmt: skip
+    steady = make_run(tmp_path, "1", "20_LeakyReLU", {"outcome": "correct", "speedup": 1.8, "speedup_noisy": False,
+                                                      "speedup_interval": [1.7, 1.9]}, [1.8])  # fmt: skip
+    ps = [0.0, 0.85, 1.0, 1.5, 2.0]
+    curve = plots.fast_p_curve([noisy, steady], ps)
+    assert [f for _, f in curve] == [1.0, 1.0, 0.5, 0.5, 0.0]
+    results = []
+    for run in (noisy, steady):
+        best = run.summary["best"]
+        results.append(SimpleNamespace(correct=True, speedup=best["speedup"], extra=best))
+    assert [f for _, f in curve] == [fast_p(results, p) for p in ps]  # the judge's own fast_p
+    assert noisy.best_speedup == 1.8 and noisy.best_claim == 0.9 and steady.best_claim == 1.8
+
+
 def test_phase_axes_have_integer_ticks(tmp_path, runs, figs):
     import matplotlib.pyplot as plt
 

@@ -88,6 +88,34 @@ def test_bad_input_is_one_line_and_nonzero(pytester, args, says):
     assert "Traceback" not in result.stderr.str()
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--tolerance", "loose"], "ERROR: --tolerance loose: choose kernelbench, pike, backendbench, or ATOL[[],RTOL[]] (numbers*"),
+        (["--tolerance", "1e-3,-1"], "ERROR: --tolerance 1e-3,-1: choose kernelbench, pike, backendbench, or ATOL[[],RTOL[]]*"),
+        (["--atol", "nan"], "ERROR: --atol nan: give a finite number of at least 0 (e.g. 1e-2)"),
+        (["--rtol", "inf"], "ERROR: --rtol inf: give a finite number of at least 0 (e.g. 1e-2)"),
+    ],
+)
+def test_a_bad_tolerance_is_a_one_line_usage_error_before_any_work(pytester, args, says):
+    result = pytester.runpytest_subprocess(*args, *TINY_ARGS, "--device", "cpu")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines([says])
+    assert "Traceback" not in result.stderr.str() and "kernelbench summary" not in result.stdout.str()
+
+
+def test_the_tolerance_asked_for_is_in_the_header_the_report_and_junit(pytester):
+    report, junit = pytester.path / "kb.json", pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess(*TINY_ARGS, "--solutions", "baseline", "--device", "cpu", "--tolerance", "pike",
+                                           "--rtol", "0.05", f"--kb-report={report}", f"--junitxml={junit}")  # fmt: skip
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["kernelbench: 1 problems (level 9), *, tolerance: pike --rtol 0.05"])
+    (row,) = json.loads(report.read_text())["results"]
+    assert row["tolerance"]["name"] == "pike --rtol 0.05" and row["tolerance"]["float32"] == [0.01, 0.05]
+    props = {p.get("name"): p.get("value") for p in ET.parse(junit).iter("property")}
+    assert props["tolerance"] == "pike --rtol 0.05"
+
+
 def test_baseline_run_writes_json_junit_and_benchmark(pytester, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # a row on one line: at 80 a "noisy" speedup with its interval wraps the name
     report, junit, bench = (pytester.path / name for name in ("kb.json", "junit.xml", "bench.json"))
@@ -108,6 +136,7 @@ def test_baseline_run_writes_json_junit_and_benchmark(pytester, monkeypatch):
     props = {p.get("name"): p.get("value") for p in ET.parse(junit).iter("property")}
     assert props["outcome"] == "correct" and float(props["speedup"]) == pytest.approx(row["speedup"])
     assert float(props["reward"]) == pytest.approx(row["speedup"] - 1)
+    assert props["tolerance"] == row["tolerance"]["name"] == "kernelbench"  # level 9 is no PIKE level: KernelBench's
 
     (bench_row,) = json.loads(bench.read_text())["benchmarks"]
     assert bench_row["stats"]["rounds"] == len(row["new"]["samples"])

@@ -39,9 +39,9 @@ def test_fast_p_counts_over_all_judged_problems():
 
 def test_a_noisy_gain_counts_in_fast_p_only_as_far_as_its_interval_goes_and_is_marked():
     noisy = result("n", Outcome.CORRECT, 1.8)
-    noisy.extra.update(speedup_noisy=True, speedup_interval=[0.9, 3.6])
+    noisy.extra.speedup_noisy, noisy.extra.speedup_interval = True, [0.9, 3.6]
     steady = result("s", Outcome.CORRECT, 1.8)
-    steady.extra.update(speedup_noisy=False, speedup_interval=[1.7, 1.9])
+    steady.extra.speedup_noisy, steady.extra.speedup_interval = False, [1.7, 1.9]
     assert fast_p([noisy, steady], 1) == pytest.approx(1 / 2) and fast_p([noisy, steady], 0) == 1.0
     assert summarize([noisy, steady])["noisy_speedup"] == ["n"]
     text = render_summary([noisy, steady], verbose=True, width=140)
@@ -135,3 +135,48 @@ def test_a_cpu_run_reads_torchs_version_from_its_version_file_without_importing_
     assert env["torch"] == torch.__version__ and env.get("cuda") == torch.version.cuda and env["device"] == "cpu"
     probe = "import sys; from pytest_kernelbench.report.writer import environment as e; e('cpu'); print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_a_capped_speedup_says_so_with_both_numbers_wherever_a_person_reads_it():
+    """Issue 45: a printed speedup never silently differs from the measured one."""
+    from pytest_kernelbench.extra import Extra
+    from pytest_kernelbench.outcome import Outcome
+    from pytest_kernelbench.report.summary import capped_note, claimed_speedup
+    from pytest_kernelbench.result import EvalResult, TimingStats
+
+    capped = EvalResult(problem="L1-1_x", level="1", problem_id=1, outcome=Outcome.CORRECT, speedup=1.0,
+                        ref=TimingStats.from_samples([0.2] * 5), new=TimingStats.from_samples([0.107] * 5),
+                        extra=Extra(speedup_capped=True, wall_check={"event_speedup": 1.87}))  # fmt: skip
+    plain = EvalResult(problem="L1-2_y", level="1", problem_id=2, outcome=Outcome.CORRECT, speedup=1.5,
+                       ref=TimingStats.from_samples([0.3] * 5), new=TimingStats.from_samples([0.2] * 5),
+                       extra=Extra(speedup_capped=False, wall_check={"event_speedup": 1.5}))  # fmt: skip
+    assert claimed_speedup(capped) == 1.87 and claimed_speedup(plain) is None
+    assert "1.870x" in capped_note(capped) and "1.000x" in capped_note(capped) and capped_note(plain) == ""
+    table = render_summary([capped, plain], verbose=True, width=200)
+    row = next(line for line in table.splitlines() if "L1-1_x" in line)
+    assert "capped (claimed 1.87x)" in row and "1.00x" in row
+    assert "capped" not in next(line for line in table.splitlines() if "L1-2_y" in line)
+
+
+HOSTILE = "L1-1_\x1b[32mcorrect\x1b[0m\r[bold green]48.000x[/bold green]\u202e"
+
+
+def test_printable_shows_control_characters_and_keeps_lines_and_tabs():
+    from pytest_kernelbench.report.text import markup, printable
+
+    assert printable("a\x1b[2Kb\rc\r\n\td\x00\x7f\x9b\u202e\ud800") == "a\\x1b[2Kb\\x0dc\r\n\td\\x00\\x7f\\x9b\\u202e\\ud800"
+    assert printable("plain text\nline two\ttab") == "plain text\nline two\ttab"
+    assert markup("[green]x[/]\x1b") == "\\[green]x\\[/]\\x1b"
+
+
+def test_the_summary_table_shows_a_hostile_name_as_text():
+    text = render_summary([result(HOSTILE, Outcome.RUNTIME_ERROR)], verbose=True, width=200)
+    assert "\x1b" not in text and "\r" not in text and "\u202e" not in text
+    assert "\\x1b[32mcorrect" in text.replace("\n", "") and "[bold green]48.000x[/bold green]" in text.replace("\n", "")
+
+
+def test_the_markdown_table_shows_a_hostile_name_as_text():
+    from pytest_kernelbench.report.markdown import report_table
+
+    text = report_table({}, [result(HOSTILE, Outcome.RUNTIME_ERROR)])
+    assert "\x1b" not in text and "\r" not in text and "\\x1b[32mcorrect" in text

@@ -14,12 +14,24 @@ from helpers import REPO
 
 pytestmark = pytest.mark.skipif(sys.version_info < (3, 11), reason="OpenReward's SDK needs Python 3.11 or newer")
 
-TOKEN = "s3cret-token"
+TOKEN = "s3cret-token-for-openreward"
 PROBLEM = "mini/10"  # SwishResidualScale: its committed CPU solution builds no extension
 SOLUTION = (REPO / "solutions" / "mini" / "10_SwishResidualScale.cpu.py").read_text()
 WRONG = SOLUTION.replace("mul_(self.scale)", "mul_(self.scale * 2)")
 # `python` with a `cpp` source: correct only when the service hands the source over as cpp_source
 USES_CPP = SOLUTION.replace("        self.scale = scale\n", "        assert cpp_source == '// fused kernel'\n        self.scale = scale\n")
+
+
+@pytest.fixture
+def state():
+    """The service's state folder, outside /tmp (the sandbox gives a candidate a /tmp of its own: test_serve_live)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp(prefix="kbagent-openreward-test-", dir="/var/tmp"))
+    yield folder / "state"
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
@@ -29,15 +41,17 @@ def openreward(monkeypatch):
     return module
 
 
-def test_openreward_client_runs_an_episode_against_the_service(openreward, tmp_path, monkeypatch):
+def test_openreward_client_runs_an_episode_against_the_service(openreward, state, tmp_path, monkeypatch):
+    import httpx
+
     assert WRONG != SOLUTION and USES_CPP != SOLUTION
-    state = tmp_path / "state"
     with kbagent_serve(state, tmp_path / "serve.log", "--protocol", "openreward", "--level", "mini", "--token", TOKEN) as (_, http):
         url = str(http.base_url).rstrip("/")
         monkeypatch.setenv("OPENREWARD_API_URL", url)  # the client's second (platform) address: this service too
-        assert http.get("/health").status_code == 200  # public, as in the SDK
-        assert http.get("/kernelbench/splits").status_code == 401  # no token
-        assert http.get("/kernelbench/splits", headers={"X-API-Key": "wrong"}).status_code == 401
+        assert httpx.get(f"{url}/health").status_code == 200  # public, as in the SDK
+        assert httpx.get(f"{url}/kernelbench/splits").status_code == 401  # no token
+        assert http.get("/kernelbench/splits", headers={"X-API-Key": "wrong-token-0123456789"}).status_code == 401
+        assert http.get("/kernelbench/splits").status_code == 200
 
         with openreward.OpenReward(api_key=TOKEN, base_url=url) as client:
             env = client.environments.get("kernelbench", base_url=url)

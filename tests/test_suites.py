@@ -12,6 +12,7 @@ import torch  # imported before pytester snapshots sys.modules: torch must not b
 from helpers import small_build
 from pytest_kernelbench.errors import KernelBenchUsageError
 from pytest_kernelbench.outcome import Outcome
+from pytest_kernelbench.report.summary import fast_p
 from pytest_kernelbench.result import EvalResult, TimingStats
 from pytest_kernelbench.suites import codegen
 from pytest_kernelbench.suites.backend_dir import AtenBackend, DirectoryBackend, Implementation, backend_for
@@ -85,11 +86,32 @@ def test_a_failed_performance_sample_counts_one_and_fails_the_item_but_not_corre
     task = OpTask("aten.relu.default", (OpSample((TensorSpec((2,)),)),), (OpSample((TensorSpec((8,)),)), OpSample((TensorSpec((9,)),))))
     impl = Implementation(task.op, "/d/relu/relu_implementation.py", "relu_kernel_impl")
     result = combine(task, "smoke", 0, impl, judged(), [judged(speedup=4.0), judged(Outcome.REJECTED, 9.0, "bad")])
-    entry = result.extra["op_suite"]
+    entry = result.extra.op_suite
     assert entry["correct"] is True and entry["performance"] == pytest.approx(2.0)  # sqrt(4.0 * 1.0)
     assert [s["speedup"] for s in entry["samples"]] == [4.0, 1.0]
     assert result.outcome is Outcome.REJECTED and "performance sample 1 (T[9] float32): bad" in result.message
     assert result.speedup is None and result.problem == "relu.default"
+
+
+def test_perf_at_p_counts_a_noisy_gain_as_fast_p_does():
+    """An op whose only timed sample is 1.8x with a 95% interval of 0.9-3.6 counts in perf@1 no more than in fast_1; its
+    performance score (a mean, not a claim) keeps 1.8."""
+    task = OpTask("aten.relu.default", (OpSample((TensorSpec((2,)),)),), (OpSample((TensorSpec((8,)),)),))
+    impl = Implementation(task.op, "/d/relu/relu_implementation.py", "relu_kernel_impl")
+    noisy, steady = judged(speedup=1.8), judged(speedup=1.8)
+    noisy.extra.speedup_noisy, noisy.extra.speedup_interval = True, [0.9, 3.6]
+    steady.extra.speedup_noisy, steady.extra.speedup_interval = False, [1.7, 1.9]
+    ops = [combine(task, "smoke", i, impl, judged(), [timed]) for i, timed in enumerate((noisy, steady))]
+    entries = [op.extra.op_suite for op in ops]
+    assert [e["samples"][0]["noisy"] for e in entries] == [True, False]
+    assert [e["claimable_performance"] for e in entries] == [pytest.approx(0.9), pytest.approx(1.8)]
+    got = suite_scores(ops)
+    assert got["perf_at_p"]["perf@1"] == 0.5 == fast_p([noisy, steady], 1.0)  # the steady one only, in both
+    assert got["perf_at_p"]["perf@1.5"] == 0.5 == fast_p([noisy, steady], 1.5)
+    assert got["performance_score"] == pytest.approx(1.8)
+    two = combine(task, "smoke", 0, impl, judged(), [noisy, judged(speedup=4.0)])  # several samples: each its own claim
+    assert two.extra.op_suite["claimable_performance"] == pytest.approx((0.9 * 4.0) ** 0.5)
+    assert two.extra.op_suite["performance"] == pytest.approx((1.8 * 4.0) ** 0.5)
 
 
 def test_an_op_failing_a_correctness_sample_is_not_timed_and_its_message_names_the_sample():
@@ -102,7 +124,7 @@ def test_an_op_failing_a_correctness_sample_is_not_timed_and_its_message_names_t
 
     result = evaluate_op(task, "smoke", 1, AtenBackend().find(task), judge)
     assert [(name, timed) for name, timed, _ in calls] == [("add.Tensor-correctness", False)]
-    assert result.extra["op_suite"]["correct"] is False and result.extra["op_suite"]["performance"] == 1.0
+    assert result.extra.op_suite["correct"] is False and result.extra.op_suite["performance"] == 1.0
     listing = result.message.splitlines()
     assert listing[0].startswith("aten.add.Tensor, correctness samples: trial 2/5: output 2")
     assert listing[2] == "  sample 2: (T[2, 3] float32, T[2, 3] float32, alpha=2)"  # the failing sample first
@@ -246,7 +268,7 @@ def test_smoke_suite_judges_a_backend_dir_from_an_empty_folder(pytester):
                                            "no:cacheprovider", f"--kb-report={report}", f"--junitxml={junit}")  # fmt: skip
     result.assert_outcomes(passed=1, failed=1, skipped=1)
     result.stdout.fnmatch_lines([
-        "kernelbench: smoke suite, 3 ops (8 correctness samples, float32), implementations: *ops*",
+        "kernelbench: smoke suite, 3 ops (8 correctness samples, float32), implementations: *ops*, tolerance: backendbench",
         "*add.Tensor: incorrect (stage compare)*",
         "*aten.add.Tensor, correctness samples: trial 1/5: output 0:*",
         "*op correctness score*0.50 (1/2 ops)*",
@@ -255,6 +277,7 @@ def test_smoke_suite_judges_a_backend_dir_from_an_empty_folder(pytester):
     data = json.loads(report.read_text())
     rows = {r["problem"]: r for r in data["results"]}
     assert rows["relu.default"]["outcome"] == "correct" and rows["relu.default"]["extra"]["sandbox"]
+    assert rows["relu.default"]["tolerance"]["name"] == "backendbench" and rows["relu.default"]["tolerance"]["float32"] == [0.01, 0.01]
     relu = rows["relu.default"]["extra"]["op_suite"]
     assert relu["implementation"].endswith("relu_implementation.py")
     assert relu["performance"] == pytest.approx(rows["relu.default"]["speedup"])
@@ -266,6 +289,7 @@ def test_smoke_suite_judges_a_backend_dir_from_an_empty_folder(pytester):
     assert float(suite_props["kb_correctness_score"]) == 0.5 and suite_props["kb_ops"] == "2"
     item_props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in xml.iter("testcase")}
     assert item_props["test_op[add.Tensor]"]["correct"] == "False" and item_props["test_op[add.Tensor]"]["performance"] == "1.0"
+    assert item_props["test_op[relu.default]"]["tolerance"] == "backendbench"
 
 
 def test_opinfo_suite_judges_pytorch_against_itself(pytester):

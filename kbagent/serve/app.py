@@ -9,13 +9,15 @@ Routes (JSON in and out; every error is ``{"error": "<one line>"}``):
   ``best_reward`` and ``feedback`` (the next user message of a multi-turn loop).
 * ``POST /v1/episodes/{id}/finish`` - ends it: the best reward and the history. ``GET /v1/episodes/{id}``: the same.
 * ``GET /v1/problems?level=1`` - the served problems; ``GET /healthz``; ``GET /metrics`` (Prometheus text).
+
+The app is served behind :class:`kbagent.serve.guard.Guard`: the token on every route but ``/healthz``, the ``Host``
+and ``Origin`` checks, JSON bodies only, and the body limit, all before a route runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hmac
 import math
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -32,6 +34,7 @@ from kbagent.feedback import feedback_text
 from kbagent.prompts import Target, code_messages, normalize_language
 from kbagent.serve.catalog import Catalog
 from kbagent.serve.episodes import EpisodeStore
+from kbagent.serve.guard import Guard
 from kbagent.serve.pool import EvaluateFn, JudgePool
 from kbagent.serve.schema import MAX_BODY_BYTES, BadRequest, ProblemRef, eval_config, parse_episode, parse_json, parse_run
 from pytest_kernelbench.candidates import Candidate
@@ -62,9 +65,10 @@ class ServiceSettings:
     workers: int
     queue: int
     request_timeout: float = 300.0
-    token: str | None = None
-    # A client's problem_code runs as the judge's trusted reference, outside the sandbox: on by default on loopback only.
-    allow_problem_code: bool = True
+    token: str = ""  # every request but /healthz sends it (Guard); required
+    # A client's problem_code runs as the judge's reference, outside the candidate's sandbox: off unless asked for.
+    allow_problem_code: bool = False
+    allow_hosts: tuple[str, ...] = ()  # Host values accepted besides the service's address (Guard)
 
 
 class _Service:
@@ -73,10 +77,13 @@ class _Service:
         self.pool = JudgePool(settings.workers, settings.queue, settings.request_timeout, settings.gpus, evaluate)
         self.episodes = EpisodeStore(settings.state_dir)
         self.requests: Counter[tuple[str, int]] = Counter()
+        self.refused: Counter[int] = Counter()  # requests the guard answered itself, by status (create_app shares its own)
         self.max_timeout = float(settings.judge.get("timeout", EvalConfig.timeout))
+        # the candidate's sandbox hides the state folder: its episode log holds every rollout's code and verdict
+        self.judge_base = {**settings.judge, "hide": (str(settings.state_dir.resolve()),)}
 
     def config(self, options: dict[str, Any]) -> EvalConfig:
-        return eval_config(self.settings.judge, options, self.settings.device, self.settings.gpus)
+        return eval_config(self.judge_base, options, self.settings.device, self.settings.gpus)
 
     async def judge(self, problem: Problem, code: str, options: dict[str, Any], label: str) -> dict[str, Any]:
         config = self.config(options)
@@ -86,9 +93,9 @@ class _Service:
     # ---- routes ----------------------------------------------------------------------------------
     def resolve(self, ref: ProblemRef) -> Problem:
         if ref.source and not self.settings.allow_problem_code:
-            raise BadRequest("this service does not take problem_code (a problem's code runs outside the sandbox, as the "
-                             "judge's trusted reference); name a served problem as level/id, or start it with --allow-problem-code",
-                             403)  # fmt: skip
+            raise BadRequest("this service does not take problem_code (a problem's code runs as the judge's reference, "
+                             "outside the candidate's sandbox); name a served problem as level/id, or start the service "
+                             "with --allow-problem-code", 403)  # fmt: skip
         return self.settings.catalog.resolve(ref)
 
     async def run_kernel(self, request: Request) -> Response:
@@ -105,7 +112,7 @@ class _Service:
         except ValueError as exc:
             raise BadRequest(f"'language': {exc}") from None
         episode = self.episodes.start(problem, ask.options, language)
-        target = Target(language, config.device, config.atol, config.rtol)
+        target = Target(language, config.device, config.for_level(problem.level).tol)
         return JSONResponse({**episode.summary(), "prompt": code_messages(problem.source, None, target), "tools": TOOLS})
 
     async def episode_run(self, request: Request) -> Response:
@@ -145,6 +152,9 @@ def render_metrics(service: _Service) -> str:
     open_, done = service.episodes.counts()
     lines = ["# HELP kbagent_requests_total HTTP requests answered, by route and status.", "# TYPE kbagent_requests_total counter"]
     lines += [f'kbagent_requests_total{{route="{r}",status="{s}"}} {n}' for (r, s), n in sorted(service.requests.items())]
+    lines += ["# HELP kbagent_refused_total Requests refused before any route (token, Host, Origin, Content-Type, size).",
+              "# TYPE kbagent_refused_total counter"]  # fmt: skip
+    lines += [f'kbagent_refused_total{{status="{s}"}} {n}' for s, n in sorted(service.refused.items())]
     lines += ["# HELP kbagent_evaluations_total Evaluations judged, by outcome.", "# TYPE kbagent_evaluations_total counter"]
     lines += [f'kbagent_evaluations_total{{outcome="{o}"}} {n}' for o, n in sorted(stats.outcomes.items())]
     gauges = {
@@ -177,10 +187,7 @@ def json_safe(data: Any) -> Any:
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    """The JSON object of a request; an oversized body is refused before it is read."""
-    length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > MAX_BODY_BYTES:
-        raise BadRequest(f"request body of {length} bytes is over the limit of {MAX_BODY_BYTES}", status=413)
+    """The JSON object of a request (the guard has bounded its size as it arrived)."""
     return parse_json(await request.body())
 
 
@@ -188,49 +195,38 @@ def _error(message: str, status: int, headers: dict[str, str] | None = None) -> 
     return JSONResponse({"error": " ".join(str(message).split())}, status_code=status, headers=headers)
 
 
-def _authorized(request: Request, token: str | None) -> bool:
-    if not token:
-        return True
-    given = request.headers.get("authorization", "")
-    return given.startswith("Bearer ") and hmac.compare_digest(given[7:].strip().encode(), token.encode())
-
-
-def _endpoint(service: _Service, name: str, handler: Callable[[Request], Awaitable[Response]], public: bool = False):
-    """One route: the bearer token, one-line JSON errors, and the request counted under its route's name."""
+def _endpoint(service: _Service, name: str, handler: Callable[[Request], Awaitable[Response]]):
+    """One route: one-line JSON errors, and the request counted under its route's name."""
 
     async def endpoint(request: Request) -> Response:
-        if not public and not _authorized(request, service.settings.token):
-            response: Response = _error("missing or wrong bearer token: send Authorization: Bearer <token>", 401,
-                                        {"WWW-Authenticate": "Bearer"})  # fmt: skip
-        else:
-            try:
-                response = await handler(request)
-            except BadRequest as exc:
-                response = _error(str(exc), exc.status, exc.headers)
-            except Exception as exc:  # the service's own fault: one line, and the service goes on
-                response = _error(f"internal error: {type(exc).__name__}: {exc}", 500)
+        try:
+            response = await handler(request)
+        except BadRequest as exc:
+            response = _error(str(exc), exc.status, exc.headers)
+        except Exception as exc:  # the service's own fault: one line, and the service goes on
+            response = _error(f"internal error: {type(exc).__name__}: {exc}", 500)
         service.requests[(name, response.status_code)] += 1
         return response
 
     return endpoint
 
 
-def create_app(settings: ServiceSettings, evaluate: EvaluateFn | None = None) -> Starlette:
-    """The ASGI app. ``evaluate``: the judge (default: :func:`pytest_kernelbench.judge.controller.evaluate`)."""
+def create_app(settings: ServiceSettings, evaluate: EvaluateFn | None = None) -> Guard:
+    """The ASGI app, behind its guard. ``evaluate``: the judge (default: :func:`pytest_kernelbench.judge.controller.evaluate`)."""
     if evaluate is None:
         from pytest_kernelbench.judge.controller import evaluate
     service = _Service(settings, evaluate)
     table = [
-        ("/v1/run_kernel", ["POST"], service.run_kernel, False),
-        ("/v1/episodes", ["POST"], service.start_episode, False),
-        ("/v1/episodes/{episode_id}", ["GET"], service.show_episode, False),
-        ("/v1/episodes/{episode_id}/run_kernel", ["POST"], service.episode_run, False),
-        ("/v1/episodes/{episode_id}/finish", ["POST"], service.finish, False),
-        ("/v1/problems", ["GET"], service.problems, False),
-        ("/healthz", ["GET"], service.healthz, True),
-        ("/metrics", ["GET"], service.metrics, False),
+        ("/v1/run_kernel", ["POST"], service.run_kernel),
+        ("/v1/episodes", ["POST"], service.start_episode),
+        ("/v1/episodes/{episode_id}", ["GET"], service.show_episode),
+        ("/v1/episodes/{episode_id}/run_kernel", ["POST"], service.episode_run),
+        ("/v1/episodes/{episode_id}/finish", ["POST"], service.finish),
+        ("/v1/problems", ["GET"], service.problems),
+        ("/healthz", ["GET"], service.healthz),
+        ("/metrics", ["GET"], service.metrics),
     ]
-    routes = [Route(path, _endpoint(service, path, handler, public), methods=methods) for path, methods, handler, public in table]
+    routes = [Route(path, _endpoint(service, path, handler), methods=methods) for path, methods, handler in table]
 
     async def http_error(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 500)
@@ -248,4 +244,6 @@ def create_app(settings: ServiceSettings, evaluate: EvaluateFn | None = None) ->
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
     app.state.service = service
-    return app
+    guard = Guard(app, settings.token, max_body=MAX_BODY_BYTES, hosts=settings.allow_hosts, public=("/healthz",))
+    guard.refused = service.refused
+    return guard

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
-from kbagent.serve import STATE_LOCK, TOKEN_ENV, bind, is_loopback, run_service
+from kbagent.serve import STATE_LOCK, bind, run_service
+from kbagent.serve.guard import host_problem, new_token, token_problem
 
 DEFAULT_QUEUE = 64
 PROTOCOLS = ("native", "openreward")
@@ -30,7 +32,8 @@ class ServeOptions:
     subset: str | None = None
     datasets: list[str] = dataclasses.field(default_factory=list)
     log_level: str = "info"
-    allow_problem_code: bool | None = None  # None: on loopback only
+    allow_problem_code: bool = False
+    allow_hosts: tuple[str, ...] = ()
     protocol: str = "native"  # native (the /v1 API) or openreward (OpenReward's environment server)
 
 
@@ -40,8 +43,9 @@ def default_workers(gpus: int) -> int:
 
 
 def _check(opts: ServeOptions) -> None:
-    if not is_loopback(opts.host) and not opts.token:
-        raise ServeError(f"--host {opts.host} is not a loopback address: give a bearer token with --token or {TOKEN_ENV}")
+    for problem in [token_problem(opts.token) if opts.token else "", *map(host_problem, opts.allow_hosts)]:
+        if problem:
+            raise ServeError(problem)
     if opts.workers is not None and opts.workers < 1:
         raise ServeError("--workers must be at least 1")
     if opts.queue < 0:
@@ -101,9 +105,12 @@ def serve(opts: ServeOptions, device: str, judge: dict[str, Any]) -> None:
     except OSError as exc:
         lock.release()
         raise ServeError(f"cannot listen on {opts.host}:{opts.port}: {exc.strerror or exc}") from None
-    problem_code = is_loopback(opts.host) if opts.allow_problem_code is None else opts.allow_problem_code
-    settings = ServiceSettings(opts.state, catalog, judge, device, gpus, workers, opts.queue, opts.request_timeout, opts.token,
-                               problem_code)  # fmt: skip
+    token = opts.token or new_token()
+    settings = ServiceSettings(opts.state, catalog, judge, device, gpus, workers, opts.queue, opts.request_timeout, token,
+                               opts.allow_problem_code, opts.allow_hosts)  # fmt: skip
+    if not opts.token:  # printed once: clients send it as Authorization: Bearer <token> or X-API-Key: <token>
+        print(f"kbagent serve: token {token} (send it as Authorization: Bearer <token> or X-API-Key: <token>)", file=sys.stderr,
+              flush=True)  # fmt: skip
     factory = create_app
     if opts.protocol == "openreward":
         from kbagent.serve.openreward import create_openreward_app as factory

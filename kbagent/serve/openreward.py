@@ -13,15 +13,15 @@ The environment is ``kernelbench``, shaped as OpenReward's KernelBench environme
   reward is the judge's (speedup - 1 when correct; -2 incorrect ... -7 timeout; none for the judge's own failure), and
   ``finish``, which ends the episode with the best reward of its calls.
 
-Every session is an episode of the service's log (``--state``/episodes.jsonl), the token policy is the service's (the
-token may come as ``Authorization: Bearer`` or, as OpenReward's client sends its ``api_key``, as ``X-API-Key``), and
-evaluations share the service's bounded queue. Needs the ``openreward`` extra (Python 3.11 or newer).
+Every session is an episode of the service's log (``--state``/episodes.jsonl), the app sits behind the service's
+:class:`~kbagent.serve.guard.Guard` (the token as ``Authorization: Bearer`` or, as OpenReward's client sends its
+``api_key``, as ``X-API-Key``; the Host and Origin checks; JSON bodies; the body limit), and evaluations share the
+service's bounded queue. Needs the ``openreward`` extra (Python 3.11 or newer).
 """
 
 from __future__ import annotations
 
 import ast
-import hmac
 import json
 from typing import Any
 
@@ -31,8 +31,9 @@ from pydantic import BaseModel
 from kbagent.feedback import feedback_text
 from kbagent.prompts import Target, code_messages, normalize_language
 from kbagent.serve.app import ServiceSettings, _Service
+from kbagent.serve.guard import Guard
 from kbagent.serve.pool import EvaluateFn
-from kbagent.serve.schema import BadRequest, ProblemRef
+from kbagent.serve.schema import MAX_BODY_BYTES, BadRequest, ProblemRef
 from pytest_kernelbench.problems import named_subsets
 
 ENV_NAME = "kernelbench"
@@ -125,7 +126,7 @@ class KernelBenchBase(Environment):
         self.problem = self.service.resolve(ref)
         config = self.service.config({})
         self.language = normalize_language(spec.get("language"), "cuda" if config.device == "cuda" else "cpu")
-        self.target = Target(self.language, "cuda" if config.device == "cuda" else "cpu", config.atol, config.rtol)
+        self.target = Target(self.language, "cuda" if config.device == "cuda" else "cpu", config.for_level(self.problem.level).tol)
         self.episode = self.service.episodes.start(self.problem, {}, self.language)
 
     @classmethod
@@ -186,37 +187,21 @@ def environment_class(service: _Service) -> type[KernelBenchBase]:
                                                      "__module__": __name__})  # fmt: skip
 
 
-def authorized(headers: dict[bytes, bytes], token: str | None) -> bool:
-    """The service's token, as ``Authorization: Bearer <token>`` or as ``X-API-Key: <token>``."""
-    if not token:
-        return True
-    bearer = headers.get(b"authorization", b"").decode("latin-1")
-    if bearer.startswith("Bearer ") and hmac.compare_digest(bearer[7:].strip().encode(), token.encode()):
-        return True
-    return hmac.compare_digest(headers.get(b"x-api-key", b"").strip(), token.encode())
-
-
-class Guard:
-    """ASGI: the token policy in front of the SDK's app, and the service closed when the app shuts down."""
+class ClosingApp:
+    """ASGI: the SDK's app, with the service closed when it shuts down (in-flight evaluations stopped; answered ones
+    are on disk already)."""
 
     def __init__(self, app: Any, service: _Service):
         self.app = app
         self.service = service
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        token = self.service.settings.token
-        if scope["type"] == "http" and scope["path"] not in PUBLIC_PATHS and not authorized(dict(scope["headers"]), token):
-            body = json.dumps({"error": "missing or wrong token: send X-API-Key: <token> or Authorization: Bearer <token>"}).encode()
-            await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"application/json"),
-                        (b"www-authenticate", b"Bearer")]})  # fmt: skip
-            await send({"type": "http.response.body", "body": body})
-            return
         if scope["type"] != "lifespan":
             await self.app(scope, receive, send)
             return
 
         async def closing_send(message: dict[str, Any]) -> None:
-            if message["type"] == "lifespan.shutdown.complete":  # in-flight evaluations stopped; answered ones are on disk
+            if message["type"] == "lifespan.shutdown.complete":
                 self.service.pool.close()
                 self.service.episodes.close()
             await send(message)
@@ -225,11 +210,15 @@ class Guard:
 
 
 def create_openreward_app(settings: ServiceSettings, evaluate: EvaluateFn | None = None) -> Guard:
-    """The ASGI app of ``--protocol openreward``. ``evaluate``: the judge (default: the real one)."""
+    """The ASGI app of ``--protocol openreward``, behind the service's guard (token, Host, Origin, JSON bodies, body
+    limit; ``/health`` and ``/version`` public as in the SDK). ``evaluate``: the judge (default: the real one)."""
     if evaluate is None:
         from pytest_kernelbench.judge.controller import evaluate
     service = _Service(settings, evaluate)
     if not settings.catalog.levels:
         raise BadRequest("--protocol openreward lists its tasks by level: give --level (e.g. --level 1,2 or --level mini)")
     server = Server([environment_class(service)], return_errors="exception")
-    return Guard(server.app, service)
+    guard = Guard(ClosingApp(server.app, service), settings.token, max_body=MAX_BODY_BYTES, hosts=settings.allow_hosts,
+                  public=PUBLIC_PATHS)  # fmt: skip
+    guard.refused = service.refused
+    return guard

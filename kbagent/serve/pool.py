@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from kbagent.serve.schema import BadRequest
 from pytest_kernelbench.candidates import Candidate
 from pytest_kernelbench.config import EvalConfig
-from pytest_kernelbench.judge.controller import UNCHARGED
+from pytest_kernelbench.judge.stages import UNCHARGED
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import Problem
 from pytest_kernelbench.result import EvalResult

@@ -14,7 +14,7 @@ MAX_BODY_BYTES = 2_000_000
 MAX_TRIALS = 100
 # Judge options a client may set per request. Never the sandbox, the memory limit or this machine's folders:
 # a client does not get to weaken the judge or point it at other files.
-CLIENT_OPTIONS = ("device", "timeout", "mode", "atol", "rtol", "trials", "seed", "strict", "inputs_on", "timer")
+CLIENT_OPTIONS = ("device", "timeout", "mode", "tolerance", "atol", "rtol", "trials", "seed", "strict", "inputs_on", "timer")
 _KINDS = {opt.field: opt for opt in JUDGE_OPTIONS if opt.field in CLIENT_OPTIONS}
 _PROBLEM_SPEC = re.compile(r"^(?:level)?([0-9A-Za-z][\w-]*)/(\d+)$")
 _MODEL_CLASS = re.compile(r"^class\s+Model\b", re.MULTILINE)

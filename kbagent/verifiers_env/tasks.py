@@ -10,13 +10,17 @@ tool mode (``--env.taskset.task.tools true``), by the ``run_kernel`` tool (:mod:
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import TYPE_CHECKING, Any
 
 import verifiers.v1 as vf
 from pydantic import Field
 
 from kbagent.prompts import Target, code_messages, normalize_language
 from kbagent.verifiers_env import judging, scoring
+
+if TYPE_CHECKING:
+    from pytest_kernelbench.config import EvalConfig
 
 TURNS_KEY = "kb_turns"  # trace.info key: the judged turns, in order
 
@@ -106,28 +110,27 @@ class KernelBenchTaskset(vf.Taskset[KernelTask, KernelBenchConfig]):
         check(config)
         super().__init__(config)
 
-    def target(self) -> Target:
+    def load(self) -> list[KernelTask]:
         from pytest_kernelbench.config import EvalConfig, pick_device
 
         device = pick_device(self.config.task.device or None)
-        options = EvalConfig(device=device, **self.config.task.judge)
+        judge = EvalConfig(device=device, **self.config.task.judge)
         run_on = "cuda" if device == "cuda" else "cpu"
-        return Target(normalize_language(self.config.language, run_on), run_on, options.atol, options.rtol, device == "cpu-check")
-
-    def load(self) -> list[KernelTask]:
-        target = self.target()
-        rows = op_rows(self.config, target) if self.config.suite else problem_rows(self.config, target)
+        target = Target(normalize_language(self.config.language, run_on), run_on, checked=device == "cpu-check")
+        rows = op_rows(self.config, target, judge) if self.config.suite else problem_rows(self.config, target, judge)
         return [KernelTask(row, self.config.task) for row in rows]
 
 
-def problem_rows(config: KernelBenchConfig, target: Target) -> list[KernelTaskData]:
+def problem_rows(config: KernelBenchConfig, target: Target, judge: EvalConfig) -> list[KernelTaskData]:
+    """One task per problem, its prompt stating the tolerance of the problem's level (or the one asked for)."""
     from pytest_kernelbench.problems import dataset_specs, load_subset, parse_id_ranges, parse_levels, select_problems
 
     datasets = dataset_specs(config.dataset or None)
     chosen = select_problems(parse_levels(config.level), parse_id_ranges(config.problems), datasets, subset=load_subset(config.subset))
     rows = []
     for p in chosen:
-        system, user = (m["content"] for m in code_messages(p.source, None, target))
+        level_target = dataclasses.replace(target, tolerance=judge.for_level(p.level).tol)
+        system, user = (m["content"] for m in code_messages(p.source, None, level_target))
         rows.append(KernelTaskData(id=f"{p.level}/{p.problem_id}", name=p.name, prompt=user, system_prompt=system,
                                    problem=f"{p.level}/{p.problem_id}", level=str(p.level), problem_id=p.problem_id,
                                    source=p.source))  # fmt: skip
@@ -140,7 +143,7 @@ Define a Python function `{function}(*args, **kwargs)`: it takes the arguments `
 it returns. It is called with these arguments (tensors given as shape and dtype; fresh random values each call):
 {samples}
 
-Its outputs must match the operator's within atol={atol} and rtol={rtol}; then it is timed against the operator on \
+Its outputs must match the operator's within {tolerance}; then it is timed against the operator on \
 these arguments:
 {timed}
 
@@ -148,7 +151,7 @@ Compute the result with your own kernel rather than by calling the operator. Rep
 included) in a single ```python block."""
 
 
-def op_rows(config: KernelBenchConfig, target: Target) -> list[KernelTaskData]:
+def op_rows(config: KernelBenchConfig, target: Target, judge: EvalConfig) -> list[KernelTaskData]:
     from pytest_kernelbench.suites.base import parse_ops
 
     suite = str(config.suite)
@@ -162,7 +165,7 @@ def op_rows(config: KernelBenchConfig, target: Target) -> list[KernelTaskData]:
     rows = []
     for index, task in enumerate(tasks):
         prompt = OP_PROMPT.format(op=task.op, language=target.language_name, device=target.device_name,
-                                  function=judging.op_function(task.op), atol=target.atol, rtol=target.rtol,
+                                  function=judging.op_function(task.op), tolerance=judge.for_level(suite).tol.describe(),
                                   samples="\n".join(f"- ({s.describe()})" for s in task.correctness[:12]),
                                   timed="\n".join(f"- ({s.describe()})" for s in task.performance))  # fmt: skip
         rows.append(KernelTaskData(id=f"{suite}/{task.name}", name=task.name, prompt=prompt, kind=judging.OP,

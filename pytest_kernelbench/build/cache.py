@@ -9,15 +9,19 @@ candidate loads the cached library with no compile, and different candidates nev
 share a folder. Only the candidate's sandboxed build step can write its folder; its runner
 sees it through a throw-away overlay (:mod:`pytest_kernelbench.judge.sandbox`).
 
-Concurrent judges of the same candidate are serialised on a file lock per key (the
+Concurrent judges of the same candidate are serialised on a file lock per key, beside
+the folder (``<key>.lock`` in the cache root, which no sandboxed process sees). The
 lock dies with its process, unlike torch's own ``lock`` baton file, which a killed
 build leaves behind and which would make every later build wait forever: it is
-removed while our lock is held).
+removed while our lock is held. The folder is the candidate's build step's to write,
+so nothing in it may stop a judge: an extension folder whose baton is not a file (a
+folder named ``lock``, say) is removed whole and built again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import platform
 import sys
@@ -25,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
+
+from .tree import remove_tree
 
 # Environment that changes what the compiler produces.
 _COMPILER_ENV = ("CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "TORCH_NVCC_FLAGS", "TORCH_CUDA_ARCH_LIST", "CUDA_HOME")
@@ -48,6 +54,9 @@ def build_key(source: str, torch: Any, device: Any, env: dict[str, str] | None =
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
 
+MAX_EXTENSIONS = 10_000  # extension folders of one build folder looked at for batons
+
+
 class BuildFolder:
     """``with BuildFolder(root, key):`` holds the key's lock (the sandboxed build step writes the folder meanwhile)."""
 
@@ -58,9 +67,23 @@ class BuildFolder:
     def __enter__(self) -> Path:
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock.acquire()
-        for baton in self.path.glob("*/lock"):  # left by a build that was killed; nobody else builds here now
-            baton.unlink(missing_ok=True)
+        self._clear_batons()
         return self.path
+
+    def _clear_batons(self) -> None:
+        """torch's batons left by a build that was killed (nobody else builds here now); no symlink followed."""
+        try:
+            with os.scandir(self.path) as entries:
+                folders = [e.path for e in itertools.islice(entries, MAX_EXTENSIONS) if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return
+        for folder in folders:
+            try:
+                os.unlink(os.path.join(folder, "lock"))
+            except FileNotFoundError:
+                pass
+            except OSError:  # not a file the judge can remove: a corrupt extension folder, built again
+                remove_tree(Path(folder))
 
     def __exit__(self, *exc: object) -> None:
         self._lock.release()

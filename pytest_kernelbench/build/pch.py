@@ -46,6 +46,7 @@ import sys
 if __name__ == "__main__":  # run as a file: its folder must not shadow the standard library
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != os.path.dirname(os.path.realpath(__file__))]
 
+import functools  # noqa: E402
 import hashlib  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
@@ -54,13 +55,15 @@ import stat  # noqa: E402
 import subprocess  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
+import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 HEADER = "torch/extension.h"
 BINDING_START = b"#include <torch/extension.h>"
 KEEP = 4  # .gch files kept per root, newest use first
 AWAIT_START = 3.0  # a build step waits this long for the judge to start building a header it asked for
-BUILD_TIMEOUT_S = 600.0  # a header's compile (~40 s of one core for torch/extension.h): beyond this it is stuck
+BUILD_TIMEOUT_S = 180.0  # a header's compile (~40 s of one core for torch/extension.h): beyond this it is stuck
+BUILD_MEMORY_BYTES = 4 << 30  # its address space (GCC 12, torch/extension.h at -O3: 2.1 GB resident at most)
 _SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".C")
 # options whose value is the next argument
 _TAKES_VALUE = frozenset(
@@ -243,12 +246,7 @@ def build_pch(root: Path, key: str, compiler: str, flags: list[str], header: Pat
         for stale in (*gch.parent.glob("*.tmp"), *gch.parent.glob("*.link")):  # left by a killed build
             stale.unlink(missing_ok=True)
         tmp = gch.with_name(f"{gch.name}.{os.getpid()}.tmp")
-        try:
-            done = subprocess.run([compiler, *flags, "-x", "c++-header", str(header), "-o", str(tmp)], capture_output=True,
-                                  timeout=BUILD_TIMEOUT_S)  # fmt: skip
-            failed = "" if done.returncode == 0 else done.stderr.decode(errors="replace")[-2000:]
-        except subprocess.TimeoutExpired:  # killed: the steps waiting for it compile without it (the mark goes below)
-            failed = f"no header after {BUILD_TIMEOUT_S:g} s"
+        failed = _compile_header([compiler, *flags, "-x", "c++-header", str(header), "-o", str(tmp)])
         if failed:
             tmp.unlink(missing_ok=True)
             _log(root, event="failed", key=key, source=source, stderr=failed)
@@ -269,37 +267,91 @@ def build_pch(root: Path, key: str, compiler: str, flags: list[str], header: Pat
         lock.release()
 
 
+# Sets the address-space limit, then becomes the compiler: a process of its own, so no preexec_fn in a threaded judge.
+_LIMITED = ("import os, resource, sys; n = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_AS, (n, n)); "
+            "os.execvp(sys.argv[2], sys.argv[2:])")
+
+
+def _compile_header(argv: list[str]) -> str:
+    """Run a header's compile within :data:`BUILD_TIMEOUT_S` and :data:`BUILD_MEMORY_BYTES`; '' or why it failed.
+    The compiler's whole process group is killed at the limit (the driver's ``cc1plus`` too)."""
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", _LIMITED, str(BUILD_MEMORY_BYTES), *argv], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    except OSError as exc:
+        return f"the compiler did not start: {exc}"
+    try:
+        _, err = proc.communicate(timeout=BUILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:  # killed: the steps waiting for it compile without it (the mark goes away)
+        _kill_group(proc)
+        return f"no header after {BUILD_TIMEOUT_S:g} s"
+    finally:
+        _kill_group(proc)  # anything the compiler left running in its group
+    return "" if proc.returncode == 0 else err.decode(errors="replace")[-2000:]
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, 9)
+    except OSError:
+        pass
+    if proc.poll() is None:
+        proc.communicate()
+
+
 # ---- the judge's trusted side: headers asked for by sandboxed build steps ----
 
-_DENIED_F = ("-fplugin", "-fdump", "-fprofile", "-fauto-profile", "-fcallgraph", "-fstack-usage", "-fopt-info", "-flto",
-             "-fsave-optimization", "-fdebug-prefix-map", "-ffile-prefix-map", "-fmacro-prefix-map", "-fdiagnostics-format")
-_SAFE = re.compile(r"-[DU][A-Za-z_]\w*(=[^\n]*)?|-std=[\w+]+|-O[0-3sgfz]?|-g[0-3]?|-pthread|-w|-pedantic|"
-                   r"-f[A-Za-z][\w-]*(=[\w.,+-]+)?|-W[A-Za-z][\w=-]*|-m[\w=.,+-]+")
+MAX_FLAGS = 48  # flags a requested header may be built with
+MAX_FIELD = 4096  # characters of one field of a request
+_FIXED = frozenset({"-DTORCH_API_INCLUDE_EXTENSION_H", "-fPIC", "-fopenmp", "-w"})  # torch's own, and OpenMP
+_LEVELS = re.compile(r"-O[0-3s]?|-std=(c|gnu)\+\+(14|17|1z|20|2a|23|2b)")
 
 
-def safe_flags(flags: list[str], trusted_roots: list[Path]) -> str:
-    """'' when a trusted compile of the header with ``flags`` can do nothing but write the ``.gch``, else why not.
+def safe_flags(flags: list[str], includes: list[Path]) -> str:
+    """'' when the header may be built with ``flags`` (a request from a candidate's sandbox), else why not.
 
-    The flags come from a candidate's sandbox: no plugins, response files, extra inputs, dump or
-    profile files, and include folders only under ``trusted_roots`` (the Python and torch installs,
-    the CUDA toolkit, /usr).
+    Only what torch's own ``load_inline`` passes a binding compile: its macros (:func:`torch_flags`, and
+    ``-DTORCH_API_INCLUDE_EXTENSION_H``), ``-fPIC``, a ``-std=`` and an ``-O`` level, ``-fopenmp``, ``-w``, and include
+    folders among ``includes`` (torch's, the CUDA toolkit's, Python's), each once. No other ``-D``, ``-U`` or ``-f``:
+    macros and options of a candidate's choosing made one header's compile run for minutes and out of memory.
     """
-    i = 0
+    if len(flags) > MAX_FLAGS:
+        return f"{len(flags)} flags, at most {MAX_FLAGS}"
+    allowed, seen, i = _FIXED | torch_flags(), set(), 0
     while i < len(flags):
-        flag = flags[i]
-        if flag in _INCLUDE_OPTIONS:
+        flag, folder = flags[i], None
+        if flag in ("-I", "-isystem"):
             if i + 1 >= len(flags):
                 return f"{flag} without a folder"
-            folder = Path(flags[i + 1])
-            real = Path(os.path.realpath(folder))
-            if not folder.is_absolute() or not real.is_dir() or not any(real.is_relative_to(r) for r in trusted_roots):
-                return f"include folder {flags[i + 1]} is not under the Python, torch or CUDA installs"
-            i += 2
-            continue
-        if not _SAFE.fullmatch(flag) or flag.startswith(_DENIED_F):
+            folder, i = flags[i + 1], i + 1
+        elif flag.startswith("-I"):
+            folder = flag[2:]
+        elif flag not in allowed and not _LEVELS.fullmatch(flag):
             return f"flag {flag[:80]!r} is not one a precompiled header is built with"
+        if folder is not None and (not os.path.isabs(folder) or Path(os.path.realpath(folder)) not in includes):
+            return f"include folder {folder[:200]} is not one of torch's, CUDA's or Python's"
+        if (flag, folder) in seen:
+            return f"flag {flag[:80]!r} is repeated"
+        seen.add((flag, folder))
         i += 1
     return ""
+
+
+@functools.lru_cache(maxsize=1)
+def torch_flags() -> frozenset[str]:
+    """The ABI macros this install's ``torch.utils.cpp_extension`` adds to a build (none in recent versions)."""
+    found: set[str] = set()
+    try:
+        from torch.utils import cpp_extension
+
+        with warnings.catch_warnings():  # deprecated in torch 2.9
+            warnings.simplefilter("ignore")
+            for name in ("_get_glibcxx_abi_build_flags", "_get_pybind11_abi_build_flags"):
+                if hasattr(cpp_extension, name):
+                    found.update(str(flag) for flag in getattr(cpp_extension, name)())
+    except Exception:  # noqa: BLE001 - no torch, or another version's API: torch's macros are then not allowed
+        pass
+    return frozenset(found)
 
 
 class Requests:
@@ -357,7 +409,7 @@ class Requests:
                 break
             try:
                 entry = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError, MemoryError):  # the step's data: a deep line is a bad line, no more
                 continue
             if isinstance(entry, dict):
                 entries.append(entry)
@@ -365,10 +417,11 @@ class Requests:
 
     def _serve(self, entries: list[dict]) -> None:
         for entry in entries:
-            event = str(entry.get("event"))
+            event = _field(entry, "event")
             if event in ("used", "rejected") and len(self.counts) < 16:
-                _log(self.root, event=event, key=str(entry.get("key", ""))[:40], source=str(entry.get("source", ""))[:300],
-                     seconds=entry.get("seconds") if isinstance(entry.get("seconds"), (int, float)) else None)  # fmt: skip
+                seconds = entry.get("seconds")
+                _log(self.root, event=event, key=_field(entry, "key")[:40], source=_field(entry, "source")[:300],
+                     seconds=seconds if type(seconds) is float and 0 <= seconds < 1e6 else None)  # fmt: skip
                 outcome = event
             elif event == "wanted" and not self._built:
                 outcome = _serve_wanted(self.root, entry, self.real_compiler)
@@ -378,25 +431,42 @@ class Requests:
             self.counts[outcome] = self.counts.get(outcome, 0) + 1
 
 
-def trusted_roots() -> list[Path]:
-    """Where a header asked for by a build step may come from: the Python and torch installs, the CUDA toolkit, /usr."""
+def trusted_includes() -> list[Path]:
+    """The include folders a requested header may come from: those torch's builds pass (its own, the CUDA toolkit's
+    where one is found) and Python's."""
     import sysconfig
 
-    found = {sys.prefix, sys.base_prefix, sysconfig.get_paths()["include"], os.environ.get("CUDA_HOME", "/usr/local/cuda"), "/usr"}
-    return [Path(os.path.realpath(p)) for p in found if p]
+    folders = [sysconfig.get_path("include", scheme="posix_prefix") or ""]
+    try:
+        from torch.utils.cpp_extension import include_paths
+    except Exception:  # noqa: BLE001 - no torch here
+        include_paths = None
+    for device in ((), ("cuda",)):  # torch's CPU folders, then with the toolkit's (older torch: a flag, truthy here)
+        try:
+            folders += include_paths(*device) if include_paths else []
+        except Exception:  # noqa: BLE001 - no CUDA toolkit: its folders are not allowed
+            pass
+    return [Path(os.path.realpath(folder)) for folder in folders if folder]
+
+
+def _field(entry: dict, name: str) -> str:
+    """A text field of a request line (the step's data): '' unless it is text of at most :data:`MAX_FIELD` characters."""
+    value = entry.get(name)
+    return value if isinstance(value, str) and len(value) <= MAX_FIELD else ""
 
 
 def _serve_wanted(root: Path, entry: dict, real_compiler: str | None) -> str:
-    try:
-        compiler, flags = str(entry["compiler"]), [str(f) for f in entry["flags"]]
-    except (KeyError, TypeError):
+    compiler, flags, source = _field(entry, "compiler"), entry.get("flags"), _field(entry, "source")[:300]
+    if not compiler or not isinstance(flags, list) or len(flags) > MAX_FLAGS or not all(
+        isinstance(f, str) and len(f) <= MAX_FIELD for f in flags
+    ):
         return "refused"
     real = real_compiler or shutil.which(os.environ.get("CXX") or "c++") or ""
     if not real or os.path.realpath(compiler) != os.path.realpath(real):  # only the compiler the wrapper wraps
         return "refused"
-    roots = trusted_roots()
-    if safe_flags(flags, roots):
-        _log(root, event="refused", why=safe_flags(flags, roots))
+    why = safe_flags(flags, trusted_includes())
+    if why:
+        _log(root, event="refused", why=why)
         return "refused"
     header = find_header(flags)
     if header is None:
@@ -408,12 +478,12 @@ def _serve_wanted(root: Path, entry: dict, real_compiler: str | None) -> str:
     if not seen.exists() and len(list(root.glob(f"*/{HEADER}.gch"))) >= KEEP:  # a full root: only flags seen twice
         root.mkdir(parents=True, exist_ok=True)
         seen.touch()
-        _log(root, event="first", key=key, source=str(entry.get("source", ""))[:300])
+        _log(root, event="first", key=key, source=source)
         _drop_stale_mark(root, key)  # nobody builds it now: a step must not wait on a mark a killed builder left
         return "first"
     root.mkdir(parents=True, exist_ok=True)
     seen.touch()
-    return "built" if build_pch(root, key, compiler, flags, header, str(entry.get("source", ""))[:300]) else "not built"
+    return "built" if build_pch(root, key, compiler, flags, header, source) else "not built"
 
 
 def _drop_stale_mark(root: Path, key: str) -> None:

@@ -1,5 +1,10 @@
 """Output comparison in the supervisor: non-finite values, then tolerance, chunk by chunk.
 
+As ``torch.testing.assert_close`` compares: floating outputs within ``atol + rtol * |ref|`` (the tolerance of
+their dtype, :class:`~pytest_kernelbench.tolerance.Tolerance`), complex ones by the modulus of the complex
+difference (so both parts count) within their parts' dtype's tolerance, integer and bool outputs exactly
+(never through a float that could overflow). NaN matches NaN and an infinity the same infinity.
+
 Structure, shape, dtype and device were checked when the runner copied its output into the slots
 (a mismatch arrives as the reply's ``mismatch``); what lands in a slot is only ever compared here.
 
@@ -18,7 +23,10 @@ from typing import Any
 
 import torch
 
+from ..tolerance import OTHER, Tolerance
 from . import fused
+
+LEGACY = 1e-2  # atol and rtol of a call that gives neither a Tolerance nor numbers (a caller not yet passing cfg.tol)
 
 _CHUNK = 1 << 24  # elements compared at a time on CPU: bounded extra memory for huge outputs
 _CHUNK_CUDA = 1 << 26  # on a GPU (a 6 GB output in 24 chunks; a few hundred MB of temporaries)
@@ -79,11 +87,27 @@ def digest_value(digest: torch.Tensor) -> int:
     return int(digest) & _MASK
 
 
-def compare_tensors(new: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float, sealer: Sealer | None = None,
-                    seal: int | None = None) -> tuple[str, float]:
-    """('' or why not, max abs diff) for one output leaf; with ``seal``, also that ``new`` is what was sealed.
-    A big CUDA float32 output is first compared in one pass (:mod:`.fused`); what that pass cannot call close
-    (a non-finite or out-of-tolerance difference) is compared again below, chunk by chunk."""
+def as_tolerance(tol: Tolerance | float | None, rtol: float | None = None) -> Tolerance:
+    """A :class:`Tolerance` as given, or ``atol`` and ``rtol`` numbers as one for every dtype (the supervisor's
+    ``self.cfg.atol, self.cfg.rtol``: None where unset, meaning :data:`LEGACY`, until its calls pass ``self.cfg.tol``)."""
+    if isinstance(tol, Tolerance):
+        return tol
+    atol = LEGACY if tol is None else float(tol)
+    return Tolerance("atol/rtol", ((OTHER, atol, LEGACY if rtol is None else float(rtol)),))
+
+
+def exact(dtype: torch.dtype) -> bool:
+    """Whether outputs of ``dtype`` are compared exactly: integers and bools (no tolerance applies)."""
+    return not (dtype.is_floating_point or dtype.is_complex)
+
+
+def compare_tensors(new: torch.Tensor, ref: torch.Tensor, tol: Tolerance | float | None, rtol: float | None = None,
+                    sealer: Sealer | None = None, seal: int | None = None) -> tuple[str, float]:  # fmt: skip
+    """('' or why not, max abs diff) for one output leaf, within ``tol``'s tolerance for the reference's dtype (a
+    Tolerance; numbers: :func:`as_tolerance`); with ``seal``, also that ``new`` is what was sealed. A big CUDA float32
+    output is first compared in one pass (:mod:`.fused`); what that pass cannot call close (a non-finite or
+    out-of-tolerance difference) is compared again below, chunk by chunk."""
+    atol, rtol = as_tolerance(tol, rtol).at(ref.dtype)
     a, b = new.detach().reshape(-1), ref.detach().reshape(-1)
     if a.is_cuda and a.dtype == b.dtype == torch.float32 and a.numel() == b.numel() and fused.usable(a):
         keys = (sealer.k1, sealer.k2) if sealer is not None else (0, 1)
@@ -106,20 +130,36 @@ def compare_tensors(new: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
         return "the output changed after the call returned (work still running when the call was over?)", math.inf
     if nonfinite:
         return f"{nonfinite} NaN/Inf values where the reference is finite", math.inf
+    if over and exact(b.dtype):
+        return f"{over} of {a.numel()} values differ ({b.dtype} outputs are compared exactly; max abs diff {diff_max:.4g})", diff_max
     if over:
         return f"{over} of {a.numel()} values outside atol={atol:g} rtol={rtol:g} (max abs diff {diff_max:.4g})", diff_max
     return "", diff_max
 
 
 def _compare_chunk(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: float) -> tuple[int, int, float]:
-    """In float32 for float32 and narrower floats (upcast), float64 for float64 and integers.
+    """(values non-finite where the reference is finite, values outside tolerance, max finite abs diff) of one chunk."""
+    if exact(y.dtype):
+        return _compare_exact(x, y)
+    return _compare_close(*_widened(x, y), atol, rtol)
 
-    First the common case in few passes over memory (a level-1 output is 6 GB): when every difference is
-    finite and within ``atol + rtol * |ref|``, that is the answer. Otherwise the exact counts below."""
-    wide = torch.float64 if x.dtype == torch.float64 or not x.is_floating_point() else torch.float32
-    x, y = x.to(wide), y.to(wide)
+
+def _widened(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both in float32 for float32 and narrower floats (upcast), complex64 for complex64 and narrower; float64 and
+    complex128 as they are. A complex tensor stays complex: both its parts are compared."""
+    if y.dtype.is_complex:
+        wide = torch.complex128 if y.dtype == torch.complex128 else torch.complex64
+    else:
+        wide = torch.float64 if y.dtype == torch.float64 else torch.float32
+    return x.to(wide), y.to(wide)
+
+
+def _compare_close(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: float) -> tuple[int, int, float]:
+    """First the common case in few passes over memory (a level-1 output is 6 GB): when every difference is finite
+    and within ``atol + rtol * |ref|``, that is the answer. Otherwise the exact counts below. ``|.|`` of a complex
+    difference is its modulus (``torch.isclose``'s rule)."""
     if x.numel():
-        diff = torch.sub(x, y).abs_()
+        diff = torch.sub(x, y).abs()
         worst = diff.max()  # NaN when any difference is (NaN or infinite values on either side)
         slack = diff.sub_(y.abs(), alpha=rtol).max()  # the largest |x - y| - rtol * |y|
         fine, worst = torch.stack([slack <= atol, torch.isfinite(worst)]).all().item(), float(worst)
@@ -133,8 +173,22 @@ def _compare_chunk(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: float) -
     return nonfinite, over, diff_max
 
 
-def compare_chunked(n: torch.Tensor, r: torch.Tensor, atol: float, rtol: float) -> tuple[int, int, float]:
-    """(values non-finite where the reference is finite, values outside tolerance, max finite abs diff)."""
+def _compare_exact(x: torch.Tensor, y: torch.Tensor) -> tuple[int, int, float]:
+    """Integers and bools: equal or not (no arithmetic in their own dtype, which could wrap); the max abs diff in float64,
+    at least 1 (two integers that differ by less than a double's step look equal there)."""
+    differ = torch.ne(x, y)
+    over = int(differ.sum())
+    if not over:
+        return 0, 0, 0.0
+    if y.dtype == torch.bool:
+        return 0, over, 1.0
+    return 0, over, max(1.0, float((x[differ].to(torch.float64) - y[differ].to(torch.float64)).abs().max()))
+
+
+def compare_chunked(n: torch.Tensor, r: torch.Tensor, tol: Tolerance | float | None, rtol: float | None = None) -> tuple[int, int, float]:
+    """(values non-finite where the reference is finite, values outside tolerance, max finite abs diff), within ``tol``'s
+    tolerance for ``r``'s dtype (:func:`compare_tensors`)."""
+    atol, rtol = as_tolerance(tol, rtol).at(r.dtype)
     a, b = n.detach().reshape(-1), r.detach().reshape(-1)
     totals = [0, 0, 0.0]
     step = _chunk(a)
@@ -144,8 +198,35 @@ def compare_chunked(n: torch.Tensor, r: torch.Tensor, atol: float, rtol: float) 
     return int(totals[0]), int(totals[1]), float(totals[2])
 
 
-def values_equal(new: Any, ref: Any, atol: float, rtol: float) -> bool:
-    """A non-tensor output leaf: numbers within tolerance, anything else equal."""
-    if isinstance(ref, bool) or isinstance(new, bool) or not isinstance(ref, (int, float)) or not isinstance(new, (int, float)):
+def values_equal(new: Any, ref: Any, tol: Tolerance | float | None, rtol: float | None = None) -> bool:
+    """A non-tensor output leaf as the runner sent it (JSON: numbers, strings, bools, None; lists and dicts only from a
+    runner that does not follow the protocol): floats within ``tol``'s float64 tolerance (Python floats are doubles),
+    ints and bools exactly (a bool equals only a bool), numbers too big for a float exactly, sequences and dicts item by
+    item, anything else by ``==``. Never raises for what a candidate could send."""
+    atol, rtol = as_tolerance(tol, rtol).at("float64")
+    return _equal(new, ref, atol, rtol, depth=0)
+
+
+_MAX_DEPTH = 64  # deeper nesting than any output has: not equal (and no recursion limit reached on a forged reply)
+
+
+def _equal(new: Any, ref: Any, atol: float, rtol: float, depth: int) -> bool:
+    if depth > _MAX_DEPTH:
+        return False
+    if isinstance(ref, bool) or isinstance(new, bool):
+        return type(new) is type(ref) and new == ref
+    if isinstance(ref, (list, tuple)) or isinstance(new, (list, tuple)):
+        return (isinstance(new, (list, tuple)) and isinstance(ref, (list, tuple)) and len(new) == len(ref)
+                and all(_equal(a, b, atol, rtol, depth + 1) for a, b in zip(new, ref, strict=True)))  # fmt: skip
+    if isinstance(ref, dict) or isinstance(new, dict):
+        return (isinstance(new, dict) and isinstance(ref, dict) and new.keys() == ref.keys()
+                and all(_equal(new[k], ref[k], atol, rtol, depth + 1) for k in ref))  # fmt: skip
+    if not isinstance(ref, (int, float)) or not isinstance(new, (int, float)):
+        return type(new) is type(ref) and new == ref
+    if isinstance(ref, int) and isinstance(new, int):
         return new == ref
-    return math.isclose(float(new), float(ref), rel_tol=rtol, abs_tol=atol)
+    try:
+        a, b = float(new), float(ref)
+    except OverflowError:  # an int beyond a double's range: equal only to itself (Python compares int and float exactly)
+        return new == ref
+    return abs(a - b) <= atol + rtol * abs(b)

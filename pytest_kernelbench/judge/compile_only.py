@@ -7,7 +7,9 @@ flags a GPU build runs, the architecture from ``TORCH_CUDA_ARCH_LIST``, which th
 only the last step changes: ninja builds the object files (CUDA ones first, so that the usual
 failure is reported without waiting for the binding file) instead of the library, and the call
 returns a stand-in module whose functions refuse to run. A CPU build of torch has no CUDA
-libraries to link against and no GPU to load onto, but nvcc needs neither to compile.
+libraries to link against and no GPU to load onto, but nvcc needs neither to compile. The headers such
+a machine lacks and a GPU machine has (torch's generated CUDA ones, the CUDA libraries') are searched
+where :mod:`.cuda_headers` finds them.
 
 Imports torch and the standard library only: this runs where candidate code runs.
 """
@@ -61,6 +63,9 @@ def compile_only() -> None:
     if getattr(ext, "_kb_compile_only", False):
         return
     ext._kb_compile_only = True
+    from .cuda_headers import header_env  # the standard library only
+
+    os.environ.update(header_env())  # read by the compilers ninja runs
     if not ext.CUDA_HOME:  # a CPU build of torch looks for no toolkit
         ext.CUDA_HOME = cuda_home() or None
     ext._run_ninja_build = compile_objects

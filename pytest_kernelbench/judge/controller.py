@@ -24,19 +24,17 @@ from pathlib import Path
 from ..build.bytecode import bytecode_prefix
 from ..candidates import Candidate
 from ..config import EvalConfig, mode_unavailable
-from ..outcome import STAGE_FAILURE, Outcome
+from ..extra import Extra
+from ..outcome import Outcome
 from ..problems import Problem
 from ..result import EvalResult, TimingStats
 from . import forkserver
 from .assignment import Assignment, describe_exit, read_tail
+from .procs import child_setup
 from .sandbox import TIMING_ENV
+from .stages import SETUP_STAGES, UNCHARGED
 
 _POLL_SECONDS = 0.05
-# Stages where the harness, not the candidate, is at work: importing torch, building the reference
-# (torch.compile in --mode compile can take minutes), the recheck after the candidate is gone, or waiting for the
-# device lock. They do not count against the candidate's time limit; the first two have their own.
-SETUP_STAGES = frozenset({"start", "reference"})
-UNCHARGED = frozenset({"start", "reference", "wait_lock", "paused", "pch", "recheck", "done"})
 GRACE_SECONDS = 30.0  # the supervisor enforces the limit itself; this backstop only catches a stuck supervisor
 
 
@@ -118,7 +116,7 @@ def _start(config: EvalConfig, work: Path, spec: Assignment, log) -> subprocess.
     return subprocess.Popen(
         [sys.executable, "-m", "pytest_kernelbench.judge.supervisor", str(work / "spec.json")],
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=str(work), env=env,
-        start_new_session=True, preexec_fn=forkserver.child_setup(0, os.getpid()),
+        start_new_session=True, preexec_fn=child_setup(0, os.getpid()),
     )  # fmt: skip
 
 
@@ -142,10 +140,10 @@ def evaluate(
     config = config.for_level(problem.level)  # --ref-mode unset: eval for PIKE's levels, train for KernelBench's
     base = EvalResult(problem=problem.id, level=problem.level, problem_id=problem.problem_id, outcome=Outcome.UNKNOWN_ERROR,
                       device=config.device_label, mode=config.mode, ref_mode=config.ref_mode, source_hash=candidate.source_hash,
-                      candidate_path=candidate.path)  # fmt: skip
+                      candidate_path=candidate.path, tolerance=config.tol.to_dict())  # fmt: skip
     unavailable = mode_unavailable(config.mode, config.device)
     if unavailable:  # no verdict: this machine cannot run the baseline (pytest skips such items before they get here)
-        base.outcome, base.message, base.extra = Outcome.HARNESS_ERROR, unavailable, {"skipped": unavailable}
+        base.outcome, base.message, base.extra = Outcome.HARNESS_ERROR, unavailable, Extra(skipped=unavailable)
         return base
     Path(config.build_dir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kb-eval-") as tmp:
@@ -167,7 +165,7 @@ def evaluate(
         base.wall_seconds = time.monotonic() - started
         result_path = Path(spec.result_path)
         if not why and result_path.exists():
-            return _merge(base, json.loads(result_path.read_text()))
+            return _machine_fault(_merge(base, json.loads(result_path.read_text())), config)
         return _lost(base, why, watcher.stage, proc.returncode, read_tail(log_path, config.log_chars), config)
 
 
@@ -199,9 +197,22 @@ def _lost(base: EvalResult, why: str, stage: str, returncode: int | None, log_ta
     elif why == "stopped":
         base.message = f"stopped during stage '{stage}': the session ended"
     else:
-        base.outcome = STAGE_FAILURE.get(stage, Outcome.HARNESS_ERROR) if stage in ("start", "reference") else Outcome.HARNESS_ERROR
+        base.outcome = Outcome.HARNESS_ERROR
         base.message = f"the supervisor {describe_exit(returncode)} during stage '{stage}' without writing a result" + tail
     return base
+
+
+def _machine_fault(result: EvalResult, config: EvalConfig) -> EvalResult:
+    """--device cpu-check: a compile error over a header of CUDA or torch that this machine lacks (and a GPU machine has)
+    is the harness's, naming what to install (:func:`.cuda_headers.missing_header`), not the candidate's."""
+    if config.device == "cpu-check" and result.outcome is Outcome.COMPILE_ERROR:
+        from .compile_only import cuda_home
+        from .cuda_headers import header_env, missing_header, torch_include_dir
+
+        why = missing_header(result.message, cuda_home(), torch_include_dir(), header_env())
+        if why:
+            result.outcome, result.message = Outcome.HARNESS_ERROR, f"{why}\n{result.message}"
+    return result
 
 
 def _merge(base: EvalResult, found: dict) -> EvalResult:
@@ -212,7 +223,7 @@ def _merge(base: EvalResult, found: dict) -> EvalResult:
     base.stage_seconds = {k: round(v, 4) for k, v in found.get("stage_seconds", {}).items()}
     base.max_abs_diff = found.get("max_abs_diff")
     base.trials = found.get("trials", 0)
-    base.extra = found.get("extra", {})
+    base.extra = Extra.from_dict(found.get("extra"))
     samples = found.get("samples")
     if base.outcome is Outcome.CORRECT and samples:
         base.ref = TimingStats.from_samples(samples["ref"])

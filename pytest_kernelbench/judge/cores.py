@@ -4,7 +4,7 @@ A GPU call's event window opens on an idle GPU, so it holds the host's dispatch 
 a 0.1 ms call, half of it. How fast a process dispatches depends on the core it landed on (why, on the H100 machines,
 which are virtual, is not known), and a process stays on its core, so two plain processes asked the same call took turns at
 offsets of 3-20% on `L1-12` and 2.2-3.0% on `L1-95` (the sd of the log ratio of their medians over four pairs, H100,
-``benchmarks/process_offset.py``). Both bound to one core: 1.0-2.6% and 0.4-0.5% (twenty-first session,
+``benchmarks/experiments/process_offset.py``). Both bound to one core: 1.0-2.6% and 0.4-0.5% (twenty-first session,
 docs/timing-fidelity.md). The judge's two runners never run at once in a timed phase (the other side is stopped or
 waits on its socket), so one core serves both without either waiting.
 

@@ -30,7 +30,9 @@ import threading
 import time
 from typing import Any
 
-PRELOAD = ("torch", "filelock", "pytest_kernelbench.judge.supervisor", "pytest_kernelbench.build.cache",
+from .procs import child_setup
+
+PRELOAD = ("torch", "filelock", "pytest_kernelbench.judge.supervisor.evaluation", "pytest_kernelbench.build.cache",
            "pytest_kernelbench.build.pch", "pytest_kernelbench.candidates", "torch.profiler")
 
 
@@ -177,40 +179,6 @@ def close_all() -> None:
 # ---------------------------------------------------------------- the server process
 
 
-def child_setup(limit_bytes: int, parent: int):
-    """What a new supervisor (or runner) runs first, before exec or (forked) its code: die with the parent,
-    and bound host memory if asked.
-
-    A process whose parent is killed (SIGKILL, an OOM kill) would otherwise live on in its own
-    session, holding the device lock while its candidate hangs. Linux delivers SIGKILL to it
-    when the parent dies (PR_SET_PDEATHSIG); the supervisor also watches for it (see supervisor.py).
-    Everything is looked up here, in the parent: between fork and exec the child must not
-    import (another thread may hold the import lock at fork time).
-    """
-    prctl = None
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            prctl = ctypes.CDLL(None, use_errno=True).prctl
-        except (OSError, AttributeError):
-            prctl = None
-    setrlimit = None
-    if limit_bytes:
-        import resource
-
-        setrlimit, rlimit_as = resource.setrlimit, resource.RLIMIT_AS
-    getppid, exit_now, sigkill = os.getppid, os._exit, int(signal.SIGKILL)
-
-    def apply() -> None:
-        if prctl is not None:
-            prctl(1, sigkill)  # PR_SET_PDEATHSIG
-            if getppid() != parent:  # the parent died before that took effect
-                exit_now(1)
-        if setrlimit is not None:
-            setrlimit(rlimit_as, (limit_bytes, limit_bytes))
-
-    return apply
 
 
 def _fork_supervisor(request: dict[str, Any], reply_fd: int, server_pid: int) -> int:
@@ -233,10 +201,10 @@ def _fork_supervisor(request: dict[str, Any], reply_fd: int, server_pid: int) ->
         os.chdir(request["cwd"])
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        from pytest_kernelbench.judge import supervisor
+        from pytest_kernelbench.judge.supervisor.evaluation import main
 
         sys.argv = ["pytest_kernelbench.judge.supervisor", request["spec"]]
-        code = supervisor.main(sys.argv)
+        code = main(sys.argv)
     except BaseException:  # noqa: BLE001 - reported through the log; the parent sees the exit code
         import traceback
 

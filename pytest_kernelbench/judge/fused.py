@@ -3,7 +3,7 @@
 :mod:`.compare` does both in PyTorch: a seal is three kernels over the output (xor, multiply, sum:
 about 5 passes over memory), a comparison a copy, a digest of the copy and about 12 more passes. On
 the H100 that was about 100 ms per checked call of a 6.4 GB level-1 output, most of a candidate's
-timing (docs/performance.md, "Eleventh session"). The kernels here read each element once: the seal
+timing (docs/history/performance-log.md, "Eleventh session"). The kernels here read each element once: the seal
 computes the same keyed digest (the sum, in int64, of ``(w ^ k1) * k2`` over the 32-bit words, the
 product wrapping in int32), and the comparison reads the slot once into registers and both digests
 and compares those values, so what it compares is what it digests. It takes the common case only:

@@ -7,7 +7,7 @@ and a writer is never starved):
 * **exclusive** (the writer): a timing window, or the reference's first call and the quiet-GPU probe.
   No other judge's work runs on the device meanwhile.
 * A shared holder in a long call steps aside for a waiting exclusive one (it stops its candidate, lets the
-  lock go, queues again: ``Supervisor.step_aside``), so that one long first call (inductor, autotune) does
+  lock go, queues again: ``Runners.step_aside``), so that one long first call (inductor, autotune) does
   not hold every other judge's timing, and with it every new reader, for its whole length.
 * **shared** (readers): untimed device work (the candidate's construction, correctness trials and
   their first calls, where Triton JIT, autotune, inductor and CUDA-graph capture happen; the
@@ -175,7 +175,52 @@ def cpu_timing_holder(lock_dir: str) -> int | None:
 def wait_while_cpu_timing(lock_dir: str, poll: float = 0.05, limit: float = 120.0, mine: int | None = None) -> None:
     """Wait while another evaluation times on the CPU (a holder other than ``mine``), at most ``limit`` seconds:
     a new build is held back before it starts (its supervisor and build step import torch: seconds of CPU),
-    a running build step while it is stopped (Supervisor.pause_for_timing)."""
+    a running build step while it is stopped (Device.pause_for_timing)."""
     deadline = time.monotonic() + limit
     while cpu_timing_holder(lock_dir) not in (None, mine) and time.monotonic() < deadline:
+        time.sleep(poll)
+
+
+# ---------------------------------------------------------------- build slots: one limit for the whole machine
+
+BUILD_SLOTS_ENV = "KB_BUILD_SLOTS"  # how many candidate builds run at once on this machine (default: build_slots())
+
+
+def build_slots() -> int:
+    """Candidate builds at once on this machine, whatever process judges them: ``KB_BUILD_SLOTS``, else half the cores
+    this process may use (at least one): a CUDA build's nvcc and cicc keep a core each busy for most of a minute, and six
+    builds at once on 2 cores all timed out in 'compile' at 60 s where each alone took 35 s."""
+    value = os.environ.get(BUILD_SLOTS_ENV, "")
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // 2)
+
+
+@contextlib.contextmanager
+def build_slot(lock_dir: str | Path, timeout: float, slots: int | None = None, poll: float = 0.05) -> Iterator[int]:
+    """Hold one of the machine's build slots (a file lock each in the lock folder, which every judge process of this
+    cache shares: pytest sessions, xdist workers, the service, a Ray worker on this host) for a build; yields its number.
+    Waits up to ``timeout`` seconds (then :class:`filelock.Timeout`); the slot goes back when the holder ends, also when
+    it is killed (the kernel drops its lock)."""
+    count = slots or build_slots()
+    folder = Path(lock_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    locks = [FileLock(str(folder / f"build-slot-{i}.lock")) for i in range(count)]
+    deadline = time.monotonic() + timeout
+    start = os.getpid() % count  # spread first tries, so that waiters do not all knock on slot 0
+    while True:
+        for k in range(count):
+            i = (start + k) % count
+            try:
+                locks[i].acquire(timeout=0)
+            except Timeout:
+                continue
+            try:
+                yield i
+            finally:
+                locks[i].release()
+            return
+        if time.monotonic() > deadline:
+            raise Timeout(str(folder / "build-slot-*.lock"))
         time.sleep(poll)

@@ -2,7 +2,8 @@
 
 Requests go supervisor -> runner; each has one reply. A reply is untrusted data: ``parse_reply``
 checks every field's type and range and raises :class:`BadReply` for anything else, which the
-supervisor turns into the current stage's failure.
+supervisor turns into the current stage's failure. It is total: whatever the data, it returns a
+reply or raises :class:`BadReply`, never another exception.
 
 Values crossing the boundary are trees (``Node``):
 
@@ -31,6 +32,8 @@ DTYPES = (
 )  # fmt: skip
 MAX_TEXT = 20_000  # characters of an error or traceback a reply may carry
 MAX_CALLS = 64  # calls one :class:`Calls` request may carry
+MAX_VALUES = 10_000  # value leaves one output may carry
+MAX_COUNT = 1 << 62  # a byte or launch count a reply may claim
 
 
 class BadReply(Exception):
@@ -232,13 +235,29 @@ def _bool(data: dict[str, Any], key: str) -> bool:
 
 
 def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise BadReply(f"{what} is not a finite number: {value!r}"[:200])
-    return float(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_COUNT:
+        return float(value)
+    if not isinstance(value, float) or not math.isfinite(value):  # a huge int would overflow float()
+        shown = repr(value)[:100] if isinstance(value, float) else f"a {type(value).__name__}"  # str() of a huge int raises
+        raise BadReply(f"{what} is not a finite number: {shown}")
+    return value
 
 
-def parse_reply(data: dict[str, Any], kind: type[Reply]) -> Reply:
-    """Check a reply field by field; an error reply (``ok`` false) needs only its text."""
+def parse_reply(data: Any, kind: type[Reply]) -> Reply:
+    """Check a reply field by field; an error reply (``ok`` false) needs only its text. Raises only :class:`BadReply`."""
+    if kind not in (Done, Ready, Called, CalledEach, Traced, Profiled):
+        raise TypeError(kind)  # the supervisor's mistake, before any of the reply is read
+    try:
+        return _parse(data, kind)
+    except BadReply:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any other failure on the runner's data is the runner's bad reply
+        raise BadReply(f"unreadable reply ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _parse(data: Any, kind: type[Reply]) -> Reply:
+    if not isinstance(data, dict):
+        raise BadReply(f"a reply is a {type(data).__name__}, not a map")
     ok, error = _bool(data, "ok"), _text(data, "error")
     if not ok:
         return kind(**{f.name: _empty(f) for f in dataclasses.fields(kind) if f.name not in ("ok", "error")}, ok=False,
@@ -263,13 +282,13 @@ def parse_reply(data: dict[str, Any], kind: type[Reply]) -> Reply:
         if ms < 0:
             raise BadReply(f"'ms' is negative: {ms}")
         values = data.get("values", [])
-        if not isinstance(values, list) or len(values) > 10_000:
-            raise BadReply("'values' is not a list")
+        if not isinstance(values, list) or len(values) > MAX_VALUES or not all(map(_scalar, values)):
+            raise BadReply(f"'values' is not a list of at most {MAX_VALUES} plain values")
         structure = data.get("structure")
         if structure is not None and not isinstance(structure, dict):
             raise BadReply("'structure' is not a tree")
         peak = data.get("peak_bytes", 0)
-        if isinstance(peak, bool) or not isinstance(peak, int) or peak < 0:
+        if not _count(peak):
             raise BadReply("'peak_bytes' is not a count of bytes")
         return Called(True, "", ms, _bool(data, "offstream"), _text(data, "mismatch"), values, structure,
                       _text(data, "graph_error"), peak)
@@ -278,11 +297,24 @@ def parse_reply(data: dict[str, Any], kind: type[Reply]) -> Reply:
     if kind is Traced:
         ops = data.get("ops", {})
         if not isinstance(ops, dict) or len(ops) > 5000 or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in ops.items()
+            isinstance(k, str) and _count(v) for k, v in ops.items()
         ):
             raise BadReply("'ops' is not a map of operator names to counts")
         return Traced(True, "", {k[:200]: v for k, v in ops.items()}, _bool(data, "all_threads"))
     raise TypeError(kind)
+
+
+def _scalar(value: Any) -> bool:
+    """A value leaf as the runner sends it (``runner._json_value``): None, a bool, an int, a finite float, short text."""
+    if value is None or isinstance(value, (bool, int)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, str) and len(value) <= MAX_TEXT
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
 
 
 def _kernel_times(kernels: Any) -> dict[str, list[float]]:
@@ -293,8 +325,8 @@ def _kernel_times(kernels: Any) -> dict[str, list[float]]:
         if not isinstance(name, str) or not isinstance(entry, list) or len(entry) != 2:
             raise BadReply("'kernels' is not a map of kernel names to [microseconds, launches]")
         us, launches = _number(entry[0], "a kernel's time"), _number(entry[1], "a kernel's launch count")
-        if us < 0 or launches < 0:
-            raise BadReply("a kernel's time or launch count is negative")
+        if us < 0 or not 0 <= launches <= MAX_COUNT:
+            raise BadReply("a kernel's time or launch count is negative or out of range")
         found[name[:200]] = [us, int(launches)]
     return found
 

@@ -26,19 +26,20 @@ supervisor is their subreaper); ``--kb-sandbox required`` makes that an error in
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+
+from . import cgroups
+from .procs import LogPipe, child_setup, kill_tree, tree_rss
 
 SCRATCH = Path("/tmp/kb")  # the runner's scratch folder inside the sandbox
 SCRATCH_BYTES = 8 << 30  # bound of the sandbox's /tmp (it lives in host memory)
@@ -82,10 +83,13 @@ class SandboxInfo:
     bwrap: str = ""
     overlay: bool = False  # overlayfs works inside it
     reason: str = ""  # why there is none
+    cgroups: bool = False  # each candidate runner and build step in a cgroup of its own (cgroups.py)
+    cgroup_label: str = ""  # what cgroups.support() found, or why none
 
     @property
     def label(self) -> str:
-        return "bwrap" if self.kind == "bwrap" else f"none ({self.reason})"
+        box = "bwrap" if self.kind == "bwrap" else f"none ({self.reason})"
+        return f"{box}, {self.cgroup_label}" if self.cgroup_label else box
 
 
 def bwrap_path() -> str | None:
@@ -120,13 +124,18 @@ def probe() -> SandboxInfo:
 
 
 def resolve(mode: str) -> SandboxInfo:
-    """The sandbox a run uses: ``auto`` (bwrap if it works), ``required`` (bwrap or an error), ``off``."""
-    if mode == "off":
-        return SandboxInfo("none", reason="--kb-sandbox off")
+    """The sandbox a run uses: ``auto`` (bwrap and cgroups where they work), ``required`` (both, or an error), ``off``
+    (no bwrap; cgroups where they work)."""
+    where = cgroups.support()
+    if mode == "off":  # no bwrap; the cgroups still contain (they hide nothing, they only count and stop)
+        return SandboxInfo("none", reason="--kb-sandbox off", cgroups=where.ok, cgroup_label=where.label)
     info = probe()
     if info.kind == "none" and mode == "required":
         raise SandboxUnavailable(f"--kb-sandbox required: {info.reason}; or use --kb-sandbox auto to judge without one")
-    return info
+    if not where.ok and mode == "required":
+        raise SandboxUnavailable(f"--kb-sandbox required: {where.label}; run as root on Linux 5.14+ with cgroup v2 mounted, "
+                                 "or use --kb-sandbox auto to judge without cgroups")  # fmt: skip
+    return dataclasses.replace(info, cgroups=where.ok, cgroup_label=where.label)
 
 
 def runner_env(source: dict[str, str], home: Path, package_root: str, extra: dict[str, str]) -> dict[str, str]:
@@ -205,8 +214,9 @@ class RunnerProcess:
     """A sandboxed (or plain) child process with one socket descriptor passed in."""
 
     def __init__(self, info: SandboxInfo, argv: list[str], *, env: dict[str, str], mounts: Mounts, work: Path, scratch: Path,
-                 log_path: Path, pass_fd: int):  # fmt: skip
+                 pass_fd: int, cgroup: cgroups.Cgroup | None = None):  # fmt: skip
         self.info = info
+        self.cgroup = cgroup  # the tree's own cgroup: joined before exec, so every descendant is born in it
         self.scratch = scratch  # inside the sandbox (a tmpfs), or a host folder without one
         copies: dict[Path, Path] = {}
         if info.kind == "bwrap" and not info.overlay:
@@ -215,17 +225,21 @@ class RunnerProcess:
                 shutil.copytree(path, copies[path], symlinks=True)
         if info.kind == "bwrap":
             cmd = bwrap_command(info, argv, mounts, scratch, copies)
-            preexec = None
+            setup = None
         else:
             (self.scratch / "home").mkdir(parents=True, exist_ok=True)
             cmd = argv
-            from .forkserver import child_setup
-
-            preexec = child_setup(0, os.getpid())
-        with log_path.open("ab") as log:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+            setup = child_setup(0, os.getpid())
+        fds = cgroup.join_fds() if cgroup is not None else []
+        self.log = LogPipe()  # its output reaches the supervisor through a pipe, bounded: no file of the judge's to fill
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log.write_fd, stderr=subprocess.STDOUT, env=env,
                                          cwd=str(self.scratch if info.kind != "bwrap" else work), pass_fds=[pass_fd],
-                                         start_new_session=True, preexec_fn=preexec)  # fmt: skip
+                                         start_new_session=True, preexec_fn=_preexec(setup, fds))  # fmt: skip
+        finally:
+            self.log.started()
+            for fd in fds:
+                os.close(fd)
         self.pid = self.proc.pid
 
     def poll(self) -> int | None:
@@ -238,15 +252,35 @@ class RunnerProcess:
             return None
 
     def kill(self) -> None:
-        """SIGKILL the process and everything it started; reap it."""
+        """SIGKILL the process and everything it started (its cgroup whole, then any tree left); reap it."""
+        if self.cgroup is not None:
+            self.cgroup.kill()
         kill_tree(self.pid)
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        if self.cgroup is not None:
+            self.cgroup.close()
 
     def rss_bytes(self) -> int:
-        return tree_rss(self.pid)
+        """Host memory of the tree: in a cgroup every page it is charged for (tmpfs and shared memory too), else its
+        processes' resident memory less the buffers the supervisor shares with it."""
+        counted = self.cgroup.memory_bytes() if self.cgroup is not None else 0
+        return counted or tree_rss(self.pid)
+
+
+def _preexec(setup: Callable[[], None] | None, fds: list[int]) -> Callable[[], None] | None:
+    """What the child runs before exec: join its cgroup first (nothing of it runs outside), then ``setup``."""
+    if not fds:
+        return setup
+
+    def run() -> None:
+        cgroups.join(fds)
+        if setup is not None:
+            setup()
+
+    return run
 
 
 class ForkedRunner:
@@ -256,9 +290,8 @@ class ForkedRunner:
     cannot use its parent's context). Shaped like :class:`RunnerProcess`."""
 
     def __init__(self, target: Callable[[int, str], int], *, scratch: Path, log_path: Path, pass_fd: int, close_fds: list[int]):
-        from .forkserver import child_setup
-
         self.info = SandboxInfo("none", reason="the reference is trusted")
+        self.cgroup = None  # trusted: its own process, never frozen
         self.scratch = scratch
         self.scratch.mkdir(parents=True, exist_ok=True)
         setup = child_setup(0, os.getpid())
@@ -314,239 +347,3 @@ class ForkedRunner:
 
     def rss_bytes(self) -> int:
         return tree_rss(self.pid)
-
-
-def tree_rss(pid: int) -> int:
-    """Resident memory of ``pid``'s whole process tree, less the shared buffers the supervisor made."""
-    return sum(_own_rss(q) for q in [pid, *descendants(pid)])
-
-
-def _ppids() -> dict[int, int]:
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            parents[int(entry)] = int(_stat_fields(entry)[1])
-        except OSError:
-            continue
-    return parents
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid``: through /proc's children files (fast), else a scan of /proc."""
-    try:
-        return _walk_children(pid)
-    except OSError:
-        pass
-    parents = _ppids()
-    children: dict[int, list[int]] = {}
-    for child, parent in parents.items():
-        children.setdefault(parent, []).append(child)
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _walk_children(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{current}/task")
-        except FileNotFoundError:
-            continue
-        for tid in tasks:
-            try:
-                kids = [int(k) for k in _read(f"/proc/{current}/task/{tid}/children").split()]
-            except FileNotFoundError:
-                continue
-            found += kids
-            todo += kids
-    return found
-
-
-def kill_tree(pid: int, rounds: int = 20) -> None:
-    """SIGKILL ``pid`` and its descendants until none is left (a fork racing the kill is caught next round)."""
-    for _ in range(rounds):
-        victims = [pid, *descendants(pid)]
-        alive = False
-        for victim in victims:
-            try:
-                os.kill(victim, signal.SIGKILL)
-                alive = True
-            except (ProcessLookupError, PermissionError):
-                pass
-        if not alive or not descendants(pid):
-            return
-        time.sleep(0.01)
-
-
-_STOPPED = (b"T", b"t", b"Z", b"X")
-
-
-class ProcessTree:
-    """A process and its descendants, stopped and continued as one (SIGSTOP cannot be caught).
-
-    Members are held by pidfd where the OS has them (Linux 5.3+), so a signal never reaches a pid the
-    kernel has given to another process since; the members one :meth:`freeze` found are signalled first
-    by the next, and one pass over their threads then both waits for each to stop and reads the children
-    it has forked (read once the thread is stopped, a children list is final: a stopped thread cannot
-    fork). A stop took 2.2 ms a call on the H100 before (two walks of the tree, then polls of every thread);
-    on a 2-core VM, a 31-thread process: 1.6 ms before, 0.85 ms so (docs/performance.md)."""
-
-    def __init__(self, root: int):
-        self.root = root
-        self.members: dict[int, int | None] = {}  # pid -> its pidfd (None: no pidfd, signalled by pid)
-        self._adoptions = 0  # how many pids it has adopted
-
-    def freeze(self, wait: float = 1.0) -> list[int]:
-        """Stop every member and wait (at most ``wait`` seconds) until every thread of theirs has stopped: a
-        signal takes effect when its target next leaves the kernel, so a thread in the middle of a kernel
-        launch finishes that launch first. Returns the pids stopped."""
-        self._adopt(self.root)
-        for pid in list(self.members):
-            self._signal(pid, signal.SIGSTOP)
-        deadline = time.monotonic() + wait
-        settled: set[tuple[int, str]] = set()  # (pid, tid) seen stopped, its children read (and stopped)
-        while True:
-            known = self._adoptions
-            busy = [pid for pid in list(self.members) if not self._settle(pid, settled)]
-            if (not busy and self._adoptions == known) or time.monotonic() > deadline:  # a pass found nothing new
-                return list(self.members)
-            if busy:
-                time.sleep(0.0001)
-
-    def thaw(self) -> None:
-        for pid in list(self.members):
-            self._signal(pid, signal.SIGCONT)
-
-    def close(self) -> None:
-        for fd in self.members.values():
-            if fd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        self.members.clear()
-
-    def _settle(self, pid: int, settled: set[tuple[int, str]]) -> bool:
-        """Whether every thread of ``pid`` is stopped; the children of each newly stopped one are stopped too."""
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except FileNotFoundError:
-            return True
-        done = True
-        for tid in tasks:
-            if (pid, tid) in settled:
-                continue
-            try:
-                stat = _read(f"/proc/{pid}/task/{tid}/stat")
-                if stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] not in _STOPPED:
-                    done = False
-                    continue
-                kids = [int(k) for k in _read(f"/proc/{pid}/task/{tid}/children").split()]
-            except FileNotFoundError:
-                continue
-            settled.add((pid, tid))
-            for kid in kids:
-                if kid not in self.members and self._adopt(kid):
-                    self._signal(kid, signal.SIGSTOP)
-        return done
-
-    def _adopt(self, pid: int) -> bool:
-        if pid in self.members:
-            return True
-        try:
-            self.members[pid] = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
-        except ProcessLookupError:
-            return False
-        except OSError:  # a kernel without pidfds
-            self.members[pid] = None
-        self._adoptions += 1
-        return True
-
-    def _signal(self, pid: int, sig: int) -> None:
-        fd = self.members.get(pid)
-        try:
-            if fd is not None:
-                signal.pidfd_send_signal(fd, sig)
-            else:
-                os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            if pid != self.root:  # gone: forget it (the root stays ours until it is reaped)
-                if fd is not None:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-                self.members.pop(pid, None)
-
-
-def _read(path: str) -> bytes:
-    """A small /proc file in three system calls (``open()`` builds a buffered file object: several times slower)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.read(fd, 65536)
-    finally:
-        os.close(fd)
-
-
-def freeze_tree(pid: int, wait: float = 1.0) -> list[int]:
-    """Stop ``pid`` and every descendant (:meth:`ProcessTree.freeze`); returns what to :func:`thaw`."""
-    tree = ProcessTree(pid)
-    try:
-        return tree.freeze(wait)
-    finally:
-        tree.close()
-
-
-def thaw(pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGCONT)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system) spent so far by ``pid``'s live process tree, and by the children it reaped."""
-    return sum(_own_cpu_seconds(q) for q in [pid, *descendants(pid)])
-
-
-def _own_cpu_seconds(pid: int) -> float:
-    try:
-        fields = _stat_fields(str(pid))
-        return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-def _stat_fields(pid: str) -> list[bytes]:
-    """The fields of ``/proc/<pid>/stat`` after the command name (which may hold spaces and brackets): state first."""
-    stat = _read(f"/proc/{pid}/stat")
-    return stat[stat.rfind(b")") + 2 :].split()
-
-
-def _own_rss(pid: int) -> int:
-    rss = shmem = 0
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) * 1024
-            elif line.startswith("RssShmem:"):
-                shmem = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return 0
-    return max(rss - shmem, 0)
-
-
-def become_subreaper() -> None:
-    """Orphans of our children become our children (not init's), so ``kill_tree`` finds them (Linux)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass

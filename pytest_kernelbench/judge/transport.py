@@ -1,8 +1,10 @@
 """The wire between the supervisor and a runner: framed JSON, file descriptors, shared tensor memory.
 
 * Messages are JSON objects behind a 4-byte length, over a Unix stream socket. Nothing a runner
-  sends is ever unpickled; a message over ``MAX_MESSAGE`` bytes or one that is not a JSON object is
-  a :class:`ProtocolError`.
+  sends is ever unpickled. Decoding is bounded and total: a message over ``MAX_MESSAGE`` bytes, nested
+  deeper than ``MAX_DEPTH``, with an integer of more than ``MAX_INT_DIGITS`` digits, a non-finite number
+  (``NaN``, ``Infinity``, ``1e999``), or that is not a JSON object is a :class:`ProtocolError`, and
+  nothing else escapes ``recv`` but :class:`ChannelClosed` and :class:`ChannelTimeout`.
 * File descriptors travel with a message (SCM_RIGHTS), supervisor -> runner only: the supervisor
   reads with no room for descriptors, so any a runner sends are closed by the kernel.
 * Tensor memory both sides map is allocated by the supervisor (:class:`SharedBuffer`): a memfd on
@@ -20,11 +22,14 @@ this module before any candidate code exists.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import json
+import math
 import mmap
 import os
+import re
 import socket
 import struct
 import time
@@ -33,6 +38,8 @@ from typing import Any
 
 MAX_MESSAGE = 16 << 20
 MAX_FDS = 64
+MAX_DEPTH = 100  # JSON nesting of a message: an honest one (a request's argument trees) stays far below
+MAX_INT_DIGITS = 1000  # digits of a JSON integer
 _LENGTH = struct.Struct("!I")
 
 
@@ -83,14 +90,10 @@ class Channel:
             raise ProtocolError(f"message of {size} bytes announced, over the {MAX_MESSAGE}-byte limit")
         body, _ = self._read(size, deadline, 0)
         try:
-            message = json.loads(body)
-        except (UnicodeDecodeError, ValueError) as exc:
+            return decode(body), fds
+        except ProtocolError:
             _close_all(fds)
-            raise ProtocolError(f"not JSON: {exc}") from None
-        if not isinstance(message, dict):
-            _close_all(fds)
-            raise ProtocolError(f"expected a JSON object, got {type(message).__name__}")
-        return message, fds
+            raise
 
     def _read(self, size: int, deadline: float | None, max_fds: int) -> tuple[bytes, list[int]]:
         chunks: list[bytes] = []
@@ -128,6 +131,52 @@ class Channel:
             self.sock.close()
         except OSError:
             pass
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    """A message's JSON object, within the bounds above; anything else is a :class:`ProtocolError`."""
+    # a per-integer check costs a Python call per number: only a body with a long run of digits somewhere gets it
+    decoder = _CHECKING if _LONG_DIGITS.search(body) else _PLAIN
+    try:
+        message = decoder.decode(body.decode())
+    except RecursionError:  # the C decoder's own guard, ~1000 levels: deeper than MAX_DEPTH anyway
+        raise ProtocolError(f"nested deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, MemoryError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ProtocolError(f"not JSON within the protocol's bounds: {str(exc)[:200]}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError(f"expected a JSON object, got {type(message).__name__}")
+    _check_tree(message)
+    return message
+
+
+def _check_tree(message: dict[str, Any]) -> None:
+    """Depth and finite numbers, iteratively (any depth is safe to walk): one pass over what the decoder made."""
+    stack: list[tuple[Any, int]] = [(message, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ProtocolError(f"nested deeper than {MAX_DEPTH} levels")
+        for child in item.values() if type(item) is dict else item:
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append((child, depth + 1))
+            elif kind is float and not math.isfinite(child):  # 1e999 decodes to inf
+                raise ProtocolError("a number out of range")
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(text)} digits (at most {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def _constant(text: str) -> Any:
+    raise ValueError(f"{text} is not a number the protocol carries")
+
+
+_PLAIN = json.JSONDecoder(parse_constant=_constant)
+_CHECKING = json.JSONDecoder(parse_int=_int, parse_constant=_constant)
+_LONG_DIGITS = re.compile(rb"\d{%d}" % (MAX_INT_DIGITS + 1))
 
 
 def _close_all(fds: list[int]) -> None:
@@ -169,6 +218,10 @@ class SharedBuffer:
         else:
             fd = os.memfd_create("kb-shared", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.ftruncate(fd, max(nbytes, 1))
+            # the pages are this process's from the start: a runner that writes its outputs into them is not charged for
+            # them in its cgroup (cgroups.py counts the candidate's own shared memory, not the judge's buffers)
+            with contextlib.suppress(OSError):
+                os.posix_fallocate(fd, 0, max(nbytes, 1))
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
             mapping = _HostMapping(fd, max(nbytes, 1))
         return cls(nbytes, device, mapping, fd)

@@ -29,12 +29,13 @@ if TYPE_CHECKING:
     from ..judge.remote import RayEvaluator
 from . import benchmark_bridge, op_suite
 from .session import KernelBenchSession, result_key, session_key
+from .sharding import shard
 
 ITEMS_MODULE = Path(__file__).with_name("kernel_items.py")
 # Options whose presence on the command line asks for a kernelbench run (kb_model: kbagent's --model).
 _TRIGGERS = ("kb_level", "kb_problems", "kb_subset", "kb_dataset", "kb_solutions", "kb_model", *op_suite.TRIGGERS)
 _HAS_PYTEST_TIMEOUT = importlib.util.find_spec("pytest_timeout") is not None
-__all__ = ["KernelBenchSession", "result_key", "session_key"]
+__all__ = ["KernelBenchSession", "result_key", "session_key", "shard"]
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -149,20 +150,6 @@ def _check_sandbox(config: EvalConfig) -> None:
         raise KernelBenchUsageError(str(exc)) from None
 
 
-def shard(problems: list[Problem], spec: str | None) -> list[Problem]:
-    """``I/N``: every N-th problem starting at the I-th, in the stable problem order (level, id)."""
-    if not spec:
-        return problems
-    index, _, count = spec.partition("/")
-    try:
-        i, n = int(index), int(count)
-    except ValueError:
-        i = n = 0
-    if not (n >= 1 and 1 <= i <= n):
-        raise KernelBenchUsageError(f"--shard {spec}: expected I/N with 1 <= I <= N, e.g. --shard 2/4")
-    return problems[i - 1 :: n]
-
-
 def _report_writer(config: pytest.Config, session: KernelBenchSession) -> ReportWriter:
     options = {
         "levels": sorted({p.level for p in session.problems}),
@@ -246,7 +233,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [
         f"kernelbench: {len(session.problems)} problems (level {', '.join(levels)}), candidates: {session.solutions}, "
         f"device: {cfg.device_label}, mode: {cfg.mode}, ref mode: {cfg.ref_mode or 'by level'}, timeout: {cfg.timeout:g}s, "
-        f"atol/rtol: {cfg.atol:g}/{cfg.rtol:g}",
+        f"tolerance: {', '.join(sorted({cfg.for_level(level).tol.label for level in levels}))}",
         f"kernelbench: candidate runners: sandbox {resolve(cfg.sandbox).label}",
     ]
 

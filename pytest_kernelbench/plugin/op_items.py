@@ -9,7 +9,8 @@ import pytest
 from pytest_kernelbench.config import EvalConfig
 from pytest_kernelbench.plugin import _pytest_timeout_mark, judge
 from pytest_kernelbench.plugin.session import result_key, session_key
-from pytest_kernelbench.suites.run import KEY, evaluate_op
+from pytest_kernelbench.report.text import printable
+from pytest_kernelbench.suites.run import evaluate_op
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -42,12 +43,13 @@ def test_op(kb_op, kb_session, request, record_property):
 
     result = evaluate_op(kb_op, run.suite.name, run.index(kb_op), impl, judged)
     request.node.stash[result_key] = result
-    entry = result.extra[KEY]
+    entry = result.extra.op_suite
     properties = {"op": kb_op.op, "outcome": result.outcome.value, "correct": entry["correct"], "performance": entry["performance"],
-                  "speedup": result.speedup, "implementation": entry["implementation"]}  # fmt: skip
+                  "speedup": result.speedup, "implementation": entry["implementation"],
+                  "tolerance": result.tolerance.get("name", "")}  # fmt: skip
     for name, value in properties.items():
         record_property(name, value)
     if not result.correct:
-        pytest.fail(f"{kb_op.name}: {result.outcome.value} (stage {result.stage or '-'})\n{result.message}", pytrace=False)
+        pytest.fail(f"{kb_op.name}: {result.outcome.value} (stage {result.stage or '-'})\n{printable(result.message)}", pytrace=False)
     if result.speedup is not None and result.speedup < kb_session.min_speedup:
         pytest.fail(f"{kb_op.name}: correct but {result.speedup:.3f}x is below --min-speedup {kb_session.min_speedup:g}", pytrace=False)

@@ -12,14 +12,15 @@ from typing import Any
 
 import pytest
 
-from ..config import EvalConfig
+from ..config import SUITE_LEVELS, EvalConfig
 from ..errors import KernelBenchUsageError
 from ..suites.backend_dir import Backend, Implementation, backend_for
 from ..suites.base import OpTask, Suite, parse_ops
 from ..suites.scores import KEY, scores
+from .sharding import shard
 
 OP_ITEMS_MODULE = Path(__file__).with_name("op_items.py")
-SUITES = ("smoke", "opinfo")
+SUITES = SUITE_LEVELS  # an op's items have the suite's name as their level
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 # Options that ask for a suite run, and those of KernelBench runs that do not go with one.
 TRIGGERS = ("kb_suite", "kb_ops", "kb_backend_dir", "kb_op_dtype")
@@ -83,8 +84,6 @@ def build(config: pytest.Config, eval_config: EvalConfig) -> SuiteRun:
     if not tasks:
         raise KernelBenchUsageError(f"--backend-dir {backend.label}: no op of the {name} suite has an implementation there "
                                     "(DIR/<op>/<op>_implementation*.py, e.g. DIR/relu/relu_implementation.py)")  # fmt: skip
-    from . import shard
-
     return SuiteRun(suite, shard(tasks, config.getoption("kb_shard")), backend, dtype, left_out)
 
 
@@ -93,7 +92,7 @@ def header(run: SuiteRun, cfg: EvalConfig, sandbox: str) -> list[str]:
     lines = [
         f"kernelbench: {run.suite.name} suite, {len(run.tasks)} ops ({samples} correctness samples, {run.dtype}), "
         f"implementations: {run.backend.label}, device: {cfg.device_label}, timeout: {cfg.timeout:g}s, "
-        f"atol/rtol: {cfg.atol:g}/{cfg.rtol:g}",
+        f"tolerance: {cfg.for_level(run.suite.name).tol.label}",
     ]
     if run.left_out:
         lines.append(f"kernelbench: {len(run.left_out)} ops of the suite have no implementation in {run.backend.label}: left out")

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..result import EvalResult
 from .summary import summarize
+from .text import printable
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -27,9 +28,9 @@ def report_table(data: dict[str, Any], results: list[EvalResult]) -> str:
     ]
     for r in results:
         spread = r.new.iqr / r.new.median if r.new and r.new.median else None
-        flag = " (near-constant output)" if r.extra.get("suspect_constant_output") else ""
+        flag = " (near-constant output)" if r.extra.suspect_constant_output else ""
         lines.append(
-            f"| {r.problem}{flag} | {r.outcome.value} | {_num(r.ref_ms, '.4g')} | {_num(r.new_ms, '.4g')} | "
+            f"| {printable(r.problem)}{flag} | {r.outcome.value} | {_num(r.ref_ms, '.4g')} | {_num(r.new_ms, '.4g')} | "
             f"{_num(r.speedup, '.3f')} | {_num(spread, '.1%')} | {r.new.rounds if r.new else '-'} |"
         )
     stats = summarize(results)
@@ -88,9 +89,10 @@ def solutions_tables(eager: list[tuple[dict[str, Any], list[EvalResult]]],
                 vs_eager.append(e.speedup)
             if c and c.correct and c.speedup:
                 vs_compile.append(c.speedup)
-            flag = " (near-constant output)" if e and e.extra.get("suspect_constant_output") else ""
+            flag = " (near-constant output)" if e and e.extra.suspect_constant_output else ""
             out.append(
-                f"| {name}{flag} | {outcome} | {_num(e.ref_ms if e else None, '.4g')} | {_num(c.ref_ms if c else None, '.4g')} | "
+                f"| {printable(name)}{flag} | {outcome} | {_num(e.ref_ms if e else None, '.4g')} | "
+                f"{_num(c.ref_ms if c else None, '.4g')} | "
                 f"{_num(e.new_ms if e else None, '.4g')} | {_num(e.speedup if e and e.correct else None, '.2f')}x | "
                 f"{_num(c.speedup if c and c.correct else None, '.2f')}x |"
             )

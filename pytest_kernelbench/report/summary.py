@@ -4,7 +4,8 @@ fast_p (KernelBench): the fraction of *all* judged problems whose candidate is
 correct and faster than ``p`` times the reference; fast_0 is the correct fraction.
 A noisy speedup (the judge's ``speedup_noisy``: its 95% interval reaches 1.0 or is too wide to
 mean anything, :func:`pytest_kernelbench.judge.stats.speedup_interval`) counts as faster than ``p``
-only when its whole interval is.
+only when its whole interval is (:func:`~pytest_kernelbench.result.claimable_speedup`; an op suite's
+perf@p counts the same way).
 """
 
 from __future__ import annotations
@@ -15,28 +16,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..outcome import Outcome
-from ..result import EvalResult
+from ..result import EvalResult, claimable_speedup, is_noisy
 from ..suites.scores import suite_scores
 
 FAST_P = (0.0, 1.0, 1.5, 2.0)
+__all__ = ["FAST_P", "fast_p", "geomean_speedup", "is_noisy", "summarize"]
 
 
 def fast_p(results: list[EvalResult], p: float) -> float:
     if not results:
         return 0.0
-    return sum(1 for r in results if r.correct and _shown_speedup(r) > p) / len(results)
-
-
-def is_noisy(result: EvalResult) -> bool:
-    return bool(result.correct and (getattr(result, "extra", None) or {}).get("speedup_noisy"))  # kbagent's plots pass bare records
-
-
-def _shown_speedup(result: EvalResult) -> float:
-    """The speedup a claim of "faster than p" may rest on: a noisy one's interval's low end."""
-    if is_noisy(result):
-        low = (result.extra.get("speedup_interval") or [0.0])[0]
-        return min(result.speedup or 0.0, low or 0.0)
-    return result.speedup or 0.0
+    return sum(1 for r in results if r.correct and claimable_speedup(r) > p) / len(results)
 
 
 def geomean_speedup(results: Iterable[EvalResult]) -> float | None:
@@ -53,7 +43,7 @@ def summarize(results: list[EvalResult]) -> dict[str, Any]:
         "outcomes": {o.value: counts.get(o.value, 0) for o in Outcome},
         "fast_p": {f"fast_{p:g}": fast_p(results, p) for p in FAST_P},
         "geomean_speedup": geomean_speedup(results),
-        "suspect_constant_output": sorted(r.problem for r in results if r.extra.get("suspect_constant_output")),
+        "suspect_constant_output": sorted(r.problem for r in results if r.extra.suspect_constant_output),
         "noisy_speedup": sorted(r.problem for r in results if is_noisy(r)),
         "mean_reward": _mean([r.reward for r in results if r.reward is not None]),
         **_op_scores(results),
@@ -68,3 +58,22 @@ def _op_scores(results: list[EvalResult]) -> dict[str, Any]:
     """BackendBench's scores of a ``--suite`` run (:mod:`pytest_kernelbench.suites.scores`), under ``op_suite``."""
     scores = suite_scores(results)
     return {"op_suite": scores} if scores else {}
+
+
+def claimed_speedup(result: Any) -> float | None:
+    """What the runners' own timings said (``reference / candidate`` of their medians), where the judge printed less:
+    the supervisor's clock vouched for less than the claim (``speedup_capped``); else None."""
+    extra = getattr(result, "extra", None)
+    if not getattr(extra, "speedup_capped", None):
+        return None
+    claim = (getattr(extra, "wall_check", None) or {}).get("event_speedup")
+    return float(claim) if isinstance(claim, (int, float)) else None
+
+
+def capped_note(result: Any) -> str:
+    """`` (capped: the runners' timings say 1.87x, the supervisor's clock vouches for 1.00x)`` where the printed speedup
+    is the clock's bound rather than the claim; else ''. Every human output of a speedup adds it."""
+    claim = claimed_speedup(result)
+    if claim is None or result.speedup is None:
+        return ""
+    return f" (capped: the runners' timings say {claim:.3f}x, the supervisor's clock vouches for {result.speedup:.3f}x)"

@@ -8,7 +8,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..result import EvalResult
-from .summary import FAST_P, is_noisy, summarize
+from .summary import FAST_P, claimed_speedup, is_noisy, summarize
+from .text import markup
 
 _STYLE = {"correct": "green", "built": "cyan", "incorrect": "red", "timeout": "magenta", "rejected": "bold red"}
 
@@ -30,15 +31,15 @@ def render_summary(results: list[EvalResult], *, verbose: bool, width: int = 100
             rows.add_column(column, justify=justify, overflow="fold")
         for r in results:
             style = _STYLE.get(r.outcome.value, "yellow")
-            suspect = " [yellow](near-constant output: speedup suspect)[/]" if r.extra.get("suspect_constant_output") else ""
+            suspect = " [yellow](near-constant output: speedup suspect)[/]" if r.extra.suspect_constant_output else ""
             rows.add_row(
-                r.problem + suspect,
+                markup(r.problem) + suspect,
                 f"[{style}]{r.outcome.value}[/]",
                 _ms(r.ref_ms),
                 _ms(r.new_ms),
                 _speedup(r),
                 "-" if r.reward is None else f"{r.reward:+.2f}",
-                "" if r.correct else r.stage,
+                "" if r.correct else markup(r.stage),
             )
         console.print(rows)
     table = Table(title=f"kernelbench summary: {stats['total']} judged")
@@ -55,11 +56,12 @@ def render_summary(results: list[EvalResult], *, verbose: bool, width: int = 100
     console.print(table)
     if stats["suspect_constant_output"]:
         console.print(
-            f"[yellow]near-constant reference output (speedups suspect):[/] {', '.join(stats['suspect_constant_output'])}",
+            f"[yellow]near-constant reference output (speedups suspect):[/] {', '.join(map(markup, stats['suspect_constant_output']))}",
             highlight=False,
         )
     if stats["noisy_speedup"]:
-        console.print(f"[yellow]noisy speedups (not counted as gains in fast_p):[/] {', '.join(stats['noisy_speedup'])}", highlight=False)
+        noisy = ", ".join(map(markup, stats["noisy_speedup"]))
+        console.print(f"[yellow]noisy speedups (not counted as gains in fast_p):[/] {noisy}", highlight=False)
     return buffer.getvalue()
 
 
@@ -67,10 +69,15 @@ def _speedup(result: EvalResult) -> str:
     if result.speedup is None:
         return "-"
     if is_noisy(result):
-        low, high = (result.extra.get("speedup_interval") or [None, None])[:2]
+        low, high = (result.extra.speedup_interval or [None, None])[:2]
         span = f" {low:.2f}-{high:.2f}" if low is not None and high is not None else ""
-        return f"[yellow]{result.speedup:.2f}x noisy{span}[/]"
-    return f"{result.speedup:.2f}x"
+        return f"[yellow]{result.speedup:.2f}x noisy{span}[/]" + _capped(result)
+    return f"{result.speedup:.2f}x" + _capped(result)
+
+
+def _capped(result: EvalResult) -> str:
+    claim = claimed_speedup(result)
+    return "" if claim is None else f" [yellow]capped (claimed {claim:.2f}x)[/]"
 
 
 def _op_rows(table: Table, scores: dict | None) -> None:

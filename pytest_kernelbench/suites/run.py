@@ -1,8 +1,10 @@
 """One op's item: a correctness evaluation of all its correctness samples, then one timed evaluation per
-performance sample, combined into one :class:`EvalResult` whose ``extra["op_suite"]`` the scores read.
+performance sample, combined into one :class:`EvalResult` whose ``extra.op_suite`` the scores read.
 
 As BackendBench does: the op is correct when every correctness sample passes; its performance is the
 geometric mean over its performance samples of the speedup over ATen, a sample that fails counting 1.0.
+Its claimable performance, which perf@p counts as fast_p counts speedups, is the same mean with a noisy
+sample's speedup taken at its interval's low end (:func:`~pytest_kernelbench.result.claimable_speedup`).
 An op whose correctness samples fail is not timed (its performance is 1.0). The item itself fails when
 any evaluation fails, a performance sample's included.
 """
@@ -15,12 +17,12 @@ import re
 from collections.abc import Callable
 
 from ..candidates import Candidate
+from ..extra import Extra
 from ..problems import Problem
-from ..result import EvalResult
+from ..result import EvalResult, claimable_speedup, is_noisy
 from .backend_dir import Implementation
 from .base import OpSample, OpTask
 from .codegen import candidate_source, problem_source
-from .scores import KEY
 
 # (problem, candidate, timed): the judge's result; ``timed`` False for the correctness evaluation, whose
 # timing phase is of no use (the caller may shorten it).
@@ -54,13 +56,26 @@ def sample_speedup(result: EvalResult) -> float:
     return speedup
 
 
+_SPEEDUP_FACTS = frozenset(f.name for f in dataclasses.fields(Extra) if "speedup" in f.name)  # one timing's facts
+
+
+def sample_claim(result: EvalResult) -> float:
+    """What a performance sample's speedup may claim: 1.0 for a failed one, as :func:`sample_speedup`; a noisy one's
+    interval's low end."""
+    claim = claimable_speedup(result) if result.correct else 1.0
+    return claim if math.isfinite(claim) and claim > 0 else 1.0
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else 1.0
+
+
 def combine(task: OpTask, suite: str, index: int, impl: Implementation, first: EvalResult, timed: list[EvalResult]) -> EvalResult:
-    speedups = [sample_speedup(r) for r in timed]
-    performance = math.exp(sum(math.log(s) for s in speedups) / len(speedups)) if speedups else 1.0
+    performance = _geomean([sample_speedup(r) for r in timed])
     failed = next((r for r in timed if not r.correct), None)
     single = len(timed) == 1 and failed is None
     # the timed sample's extra (its speedup's facts) when it is the op's only one; else none of the judge's speedup facts
-    extra = dict(timed[0].extra) if single else {k: v for k, v in first.extra.items() if "speedup" not in k}
+    extra = timed[0].extra.copy() if single else first.extra.copy(drop=_SPEEDUP_FACTS)
     result = dataclasses.replace(first, problem=task.name, level=suite, problem_id=index, candidate_path=impl.path or impl.label,
                                  speedup=None, ref=None, new=None, extra=extra)  # fmt: skip
     result.wall_seconds = first.wall_seconds + sum(r.wall_seconds for r in timed)
@@ -76,13 +91,14 @@ def combine(task: OpTask, suite: str, index: int, impl: Implementation, first: E
         result.speedup = performance
         if single:
             result.ref, result.new = timed[0].ref, timed[0].new
-    result.extra[KEY] = {
+    result.extra.op_suite = {
         "suite": suite,
         "op": task.op,
         "implementation": impl.path or impl.label,
         "correct": first.correct,
         "correctness_samples": len(task.correctness),
         "performance": performance,
+        "claimable_performance": _geomean([sample_claim(r) for r in timed]),
         "samples": [_sample_entry(s, r) for s, r in zip(task.performance, timed, strict=False)],
     }
     return result
@@ -90,7 +106,7 @@ def combine(task: OpTask, suite: str, index: int, impl: Implementation, first: E
 
 def _sample_entry(sample: OpSample, result: EvalResult) -> dict[str, object]:
     return {"sample": sample.describe(), "outcome": result.outcome.value, "speedup": sample_speedup(result),
-            "ref_ms": result.ref_ms, "new_ms": result.new_ms}  # fmt: skip
+            "noisy": is_noisy(result), "ref_ms": result.ref_ms, "new_ms": result.new_ms}  # fmt: skip
 
 
 def _listing(message: str, samples: tuple[OpSample, ...]) -> str:

@@ -1,6 +1,6 @@
 """What the judge's GPU near-parity pair rule makes of recorded one-pair runs: a bootstrap over H100 self-judgments.
 
-    python3 benchmarks/gpu_pairs_bootstrap.py \
+    python3 benchmarks/experiments/gpu_pairs_bootstrap.py \
         --rows docs/data/timing-fidelity-h100-2026-11-27-session16.jsonl docs/data/timing-fidelity-h100-2026-11-27-session17-pairs2.jsonl \
         --candidates docs/data/throughput-2026-11-27-session16.jsonl
 
@@ -22,7 +22,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pytest_kernelbench.judge.stats import PROCESS_SD, PairTiming, another_pair, combine_pairs, speedup_interval  # noqa: E402
 

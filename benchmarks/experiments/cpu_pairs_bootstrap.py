@@ -1,11 +1,11 @@
 """What the judge's process-pair rule makes of measured pairs: a bootstrap over CPU self-timing runs.
 
-    python benchmarks/cpu_pairs_bootstrap.py docs/data/cpu-timing-host16-2026-11-27-session15-{thp,threads,reps}.jsonl
+    python benchmarks/experiments/cpu_pairs_bootstrap.py docs/data/cpu-timing-host16-2026-11-27-session15-{thp,threads,reps}.jsonl
 
 Reads ``cpu_timing_under_builds.py`` lines whose evaluations were timed in forced pairs (``--process-pairs 2``) at
 16 threads a side (arms ``base``, ``thp``, ``16``, ``50:2``, ``150:3``), pools each problem's pairs, and draws
 evaluations from them: the first pair, then more while a rule asks (each draw independent, which the measured pairs
-are: docs/performance.md, "fifteenth session"). For each rule, the share of results within +-5%, outside and flagged
+are: docs/history/performance-log.md, "fifteenth session"). For each rule, the share of results within +-5%, outside and flagged
 noisy, outside and not flagged, and the pairs a result cost; every pair's noisy flag is set as the judge sets it now.
 ``--scale F`` multiplies every pair by F (a candidate truly F times as fast).
 """
@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pytest_kernelbench.judge.stats import PairTiming, _apart, _outside, another_pair, combine_pairs, noisy_interval  # noqa: E402
 

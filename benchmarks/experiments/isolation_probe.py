@@ -1,6 +1,6 @@
 """What the isolated judge needs from a machine, checked one by one, as a table.
 
-    python3 benchmarks/isolation_probe.py [--out probe.json]
+    python3 benchmarks/experiments/isolation_probe.py [--out probe.json]
 
 Checks: bwrap starts a sandbox (own PID and network namespaces, read-only root, no capabilities);
 CUDA works inside it; a CUDA VMM allocation exported as a file descriptor maps inside the sandbox
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from pytest_kernelbench.judge.transport import Channel, SharedBuffer  # noqa: E402

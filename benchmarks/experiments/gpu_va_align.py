@@ -16,7 +16,7 @@ builds it (training mode):
 ``--fragment G`` first fills G GiB with 2 MiB VMM allocations and frees every other one, as other judges' phases leave
 device memory. Each set's median, its address modulo 2 GiB, and per layout the spread of its sets' medians:
 
-    python3 benchmarks/gpu_va_align.py --dataset KB/problems.jsonl --problems 33,95 --processes 3 --out F.json
+    python3 benchmarks/experiments/gpu_va_align.py --dataset KB/problems.jsonl --problems 33,95 --processes 3 --out F.json
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pytest_kernelbench.errors import KernelBenchUsageError  # noqa: E402

@@ -1,6 +1,6 @@
 """Does a call's time move with where its inputs sit relative to its output? (a GPU experiment, no judge)
 
-``benchmarks/gpu_offset_source.py`` found a reference's lean tied to which runner reads which input buffer: fresh
+``benchmarks/experiments/gpu_offset_source.py`` found a reference's lean tied to which runner reads which input buffer: fresh
 runners reading the same buffers lean as the first ones did, the same runners with the buffers swapped do not. The
 runners' own outputs come from their caching allocators. This script keeps one process and its output block fixed, and
 moves the inputs through one VMM buffer (made as the judge makes a side's, ``SharedBuffer``): each offset is a
@@ -8,7 +8,7 @@ multiple of ``--step`` bytes; the offsets are visited round-robin, a copy of the
 before every call. Several fresh processes repeat the scan, so that a pattern of slow offsets shared by processes
 (the relation between input and output addresses) can be told from one that is not.
 
-    python3 benchmarks/gpu_input_offset.py --dataset KB/problems.jsonl --problems 33,34 --processes 2 --out F.json
+    python3 benchmarks/experiments/gpu_input_offset.py --dataset KB/problems.jsonl --problems 33,34 --processes 2 --out F.json
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.gpu_placement import padded_sizes, problem_ids, references, views_in  # noqa: E402
+from benchmarks.experiments.gpu_placement import padded_sizes, problem_ids, references, views_in  # noqa: E402
 
 
 def scan(ns: dict, offsets: list[int], rounds: int) -> dict:

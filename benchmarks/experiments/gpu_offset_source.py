@@ -16,7 +16,7 @@ flushed before each call; both runners bound to one core, as in the judge's timi
 With ``a``, ``b``, ``c`` the log ratios (first runner's median / second's) of the phases: an offset that belongs to the
 processes gives ``b = a`` and ``c`` unrelated to ``a``; one that belongs to the buffers gives ``b = -a`` and ``c = a``.
 
-    python3 benchmarks/gpu_offset_source.py --dataset KB/problems.jsonl --problems 33,34 --evaluations 8 --out F.json
+    python3 benchmarks/experiments/gpu_offset_source.py --dataset KB/problems.jsonl --problems 33,34 --evaluations 8 --out F.json
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.gpu_input_offset import timed_call  # noqa: E402
-from benchmarks.gpu_placement import padded_sizes, problem_ids, references, views_in  # noqa: E402
+from benchmarks.experiments.gpu_input_offset import timed_call  # noqa: E402
+from benchmarks.experiments.gpu_placement import padded_sizes, problem_ids, references, views_in  # noqa: E402
 
 
 def child(dataset: str, level: str, pid: int, fds: list[int], nbytes: int, core: int) -> None:

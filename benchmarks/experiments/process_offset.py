@@ -9,8 +9,8 @@ the spread over ``--pairs`` such pairs of processes of the log ratio of their me
 twice a round (the control: no process offset). If the two-process spread is well above the control's, processes
 differ by themselves and no change to the judge's runners removes it (``stats.PROCESS_SD`` is what the judge does).
 
-    python3 benchmarks/process_offset.py --dataset KB/problems.jsonl --level 1 --problems 33,34,61,95 --pairs 6 --out F.json
-    python3 benchmarks/process_offset.py --problems 2,6 --device cpu --pairs 6          # the bundled CPU problems
+    python3 benchmarks/experiments/process_offset.py --dataset KB/problems.jsonl --level 1 --problems 33,34,61,95 --pairs 6 --out F.json
+    python3 benchmarks/experiments/process_offset.py --problems 2,6 --device cpu --pairs 6          # the bundled CPU problems
 
 ``--buffers vmm`` puts each child's inputs in a VMM buffer it makes; ``--buffers shared`` in one this process makes,
 fills and passes by descriptor, as the judge's supervisor passes a runner its inputs (nineteenth session: a judge's
@@ -19,7 +19,7 @@ with their own allocations did not show). ``--shared-mode`` varies how: ``keep``
 the judge does), ``unmap`` (drops it once the child has mapped it), ``before`` (both buffers of a pair made before
 either child starts), ``aligned`` (every mapping 2 GiB aligned), ``child`` (each child makes its buffer and this process
 maps it). H100, `33_BatchNorm`, 4 pairs of 20 rounds (twentieth session,
-docs/timing-fidelity.md): two processes spread 2.9-5.4% with ``keep``, 3.6% ``unmap``, 3.1% ``aligned``, and 0.17%
+docs/history/timing-fidelity-log.md): two processes spread 2.9-5.4% with ``keep``, 3.6% ``unmap``, 3.1% ``aligned``, and 0.17%
 ``before``, 0.27% ``child``, 0.34% with their own allocations. ``--layout fixed`` starts every child without
 address-space randomisation and with one string-hash seed; ``--pin CORES`` binds every child to the same cores, as the
 judge binds both runners of a GPU timing phase to one (``judge/cores.py``). H100, four pairs of 30 rounds, their own
@@ -40,7 +40,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pytest_kernelbench.errors import KernelBenchUsageError  # noqa: E402
 from pytest_kernelbench.judge.runner import Clocks  # noqa: E402

@@ -10,7 +10,7 @@ through ``P`` blocks) and times its calls cycling through them. From the per-pla
 * between processes: the spread of one placement's median (what one side of an evaluation sees today) and of the
   mean over ``P`` placements (what a side would see if it rotated its buffers).
 
-    python3 benchmarks/gpu_placement.py --dataset KB/problems.jsonl --problems 33,34,61 --processes 6 --out F.json
+    python3 benchmarks/experiments/gpu_placement.py --dataset KB/problems.jsonl --problems 33,34,61 --processes 6 --out F.json
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sys
 from collections import deque
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from pytest_kernelbench.errors import KernelBenchUsageError  # noqa: E402
 from pytest_kernelbench.problems import parse_id_ranges  # noqa: E402
@@ -56,7 +56,7 @@ def references(dataset: str, level: str, ids: list[int]) -> list[dict]:
 
 def padded_sizes(values: list) -> list[int]:
     """Each value's bytes in a side's shared input buffer, rounded up as the judge places them (0: not a tensor)."""
-    from pytest_kernelbench.judge.supervisor import BUFFER_ALIGN
+    from pytest_kernelbench.judge.supervisor.plan import BUFFER_ALIGN
 
     return [-(-v.numel() * v.element_size() // BUFFER_ALIGN) * BUFFER_ALIGN if hasattr(v, "data_ptr") else 0 for v in values]
 

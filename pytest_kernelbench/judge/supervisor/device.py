@@ -1,0 +1,179 @@
+"""The device, shared with other judges: its lock (exclusive to time, shared under memory admission for untimed work),
+a quiet GPU (probe kernels that tell when no other context has work queued), the one core both runners time on, and
+the CPU-timing marker that stops other evaluations' builds while a CPU judge times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from filelock import Timeout
+
+from .. import cores
+from ..locking import admitted, cpu_timing_holder, device_lock, mark_cpu_timing, wait_while_cpu_timing
+from .plan import PAUSE_LIMIT, admission_bytes, exclusive_need
+from .record import Context, Verdict
+
+_perf_counter = time.perf_counter
+
+
+class Device:
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.sharing = False  # in a shared device phase: other judges' work is on the GPU too
+        self._lock: Any = None  # the device lock of the phase held now (requeue lets it go and takes it again)
+        self._cpu_timing = False  # this phase marks the lock folder: builds elsewhere stop (pause_for_timing)
+        self.core: set[int] | None = None  # in a GPU time phase: the one core both runners are bound to
+        self.quiet_s: float | None = None  # a probe kernel's round trip on a quiet GPU
+        self._probe_buf: torch.Tensor | None = None
+
+    # -------------------------------------------------------------- the lock
+
+    @contextlib.contextmanager
+    def hold(self, stage: str, shared: bool = False, need: int | None = None) -> Iterator[None]:
+        """Hold the device for one phase, exclusively or (untimed work) shared with other judges under memory
+        admission (:mod:`..locking`: ``need`` bytes, else :func:`plan.admission_bytes`). The caller frees the phase's
+        buffers (after :meth:`close_phase`) before this lets go."""
+        ctx = self.ctx
+        ctx.status.enter("wait_lock")
+        lock = device_lock(ctx.cfg.lock_dir, self._key())
+        with contextlib.ExitStack() as held:
+            try:
+                if shared and ctx.on_gpu:
+                    held.enter_context(admitted(lock, need or admission_bytes(ctx.fp), self.free_bytes, ctx.cfg.lock_timeout))
+                announce = None if shared else exclusive_need(ctx.fp, stage, ctx.problem)
+                lock.acquire(timeout=ctx.cfg.lock_timeout, shared=shared, announce=announce)
+            except Timeout:
+                raise Verdict("harness_error", f"could not take the device lock {lock.lock_file} in {ctx.cfg.lock_timeout:g} s") from None
+            held.callback(ctx.found.add_seconds, "lock_held_s", stage, _perf_counter())  # after the release below
+            held.callback(lock.release)
+            self.sharing, self._lock = shared, lock
+            self._cpu_timing = not ctx.on_gpu and stage == "time"
+            if self._cpu_timing:  # builds in flight on this machine stop while this phase times (pause_for_timing)
+                mark_cpu_timing(ctx.cfg.lock_dir, True)
+            ctx.status.enter(stage)
+            if ctx.on_gpu:
+                free = self.free_bytes() / 2**30
+                extra = ctx.found.extra
+                extra.min_free_gib_at_lock = round(min(free, extra.min_free_gib_at_lock or free), 2)
+            yield
+
+    def close_phase(self) -> None:
+        """The phase's work is over (its buffers are freed next, the lock still held)."""
+        if self._cpu_timing:
+            mark_cpu_timing(self.ctx.cfg.lock_dir, False)
+            self._cpu_timing = False
+        self.sharing, self._lock = False, None
+
+    def _key(self) -> str:
+        if not self.ctx.on_gpu:
+            return "cpu"
+        uuid = str(getattr(torch.cuda.get_device_properties(self.ctx.device), "uuid", self.ctx.device.index))
+        return f"{self.ctx.found.data['device_name']}:{uuid}"
+
+    def wanted(self) -> int | None:
+        """In a shared phase: the bytes an exclusive holder waiting for the lock announced, if one waits and fits."""
+        need = self._lock.wanted() if self._lock is not None else None
+        if need is None or (self.ctx.on_gpu and self.free_bytes() < need):
+            return None
+        return need
+
+    def requeue(self) -> None:
+        """Let the shared lock go and queue for it again, behind the exclusive holder that waits."""
+        self._lock.release()
+        try:
+            self._lock.acquire(timeout=self.ctx.cfg.lock_timeout, shared=True)
+        except Timeout:
+            lost = f"could not take the device lock {self._lock.lock_file} back in {self.ctx.cfg.lock_timeout:g} s"
+            raise Verdict("harness_error", lost) from None
+
+    def free_bytes(self) -> int:
+        return int(torch.cuda.mem_get_info(self.ctx.device)[0])
+
+    def pause_for_timing(self, stop: Callable[[], Any], go: Callable[[], None]) -> float:
+        """While another evaluation times on the CPU (its marker in the lock folder), stop a build step (``stop``, then
+        ``go``); returns the seconds it was stopped (not charged to it)."""
+        lock_dir = self.ctx.cfg.lock_dir
+        holder = cpu_timing_holder(lock_dir)
+        if holder is None or holder == os.getpid():
+            return 0.0
+        status = self.ctx.status
+        stage, started = status.stage, time.monotonic()
+        status.enter("paused")
+        stop()
+        try:
+            wait_while_cpu_timing(lock_dir, poll=0.02, limit=PAUSE_LIMIT, mine=os.getpid())
+        finally:
+            go()
+            status.enter(stage)
+        return time.monotonic() - started
+
+    # -------------------------------------------------------------- a quiet GPU
+
+    def settle(self) -> None:
+        """CUDA, holding the device alone: wait, charged to no one, for work still queued by other judges'
+        candidates (a shared phase does not drain, so a stopped candidate's kernels may still run) before
+        the first timed call; a GPU that stays busy is the harness's error, not a speedup."""
+        limit = self.ctx.cfg.setup_timeout
+        if self.ctx.on_gpu and self.until_quiet(time.monotonic() + limit, pause=0.001) is None:
+            raise Verdict("harness_error", f"the GPU stayed busy with other work for {limit:g} s before timing")
+
+    def until_quiet(self, deadline: float, pause: float = 0.0) -> float | None:
+        """Probe until one comes back as fast as on a quiet GPU: 0.0 when the first one does, else the seconds
+        it took; None when ``deadline`` (time.monotonic) passed first. ``pause``: seconds between probes."""
+        if self.quiet_s is None:
+            self.quiet_s = self.probe_floor()
+        start = _perf_counter()
+        if self._probe() <= self.quiet_s:
+            return 0.0
+        while self._probe() > self.quiet_s:
+            if time.monotonic() > deadline:
+                return None
+            if pause:
+                time.sleep(pause)
+        return _perf_counter() - start
+
+    def _probe(self) -> float:
+        t0 = _perf_counter()
+        self._probe_buf.add_(1)
+        torch.cuda.synchronize(self.ctx.device)
+        return _perf_counter() - t0
+
+    def probe_floor(self) -> float:
+        """How long a probe takes on a quiet GPU (every runner is stopped here), with margin."""
+        self._probe_buf = torch.zeros(1, device=self.ctx.device)
+        times = sorted(self._probe() for _ in range(21))
+        return max(3 * times[10], times[10] + 100e-6)
+
+    # -------------------------------------------------------------- the timing core
+
+    @contextlib.contextmanager
+    def on_timing_core(self, runner_pids: Callable[[], list[list[int]]]) -> Iterator[None]:
+        """On a GPU, both runners bound to one core for the time phase (:mod:`..cores`: how fast a process dispatches
+        a call depends on the core it landed on, and a short call's event window holds its dispatch), and back to this
+        process's cores after it. ``KB_TIMING_CORE=0``: left where they are. ``runner_pids``: each live runner's tree."""
+        core = cores.timing_core(self.ctx.cfg.device_index) if self.ctx.on_gpu else None
+        if core is None or os.environ.get("KB_TIMING_CORE", "1") == "0":
+            yield
+            return
+        self.core = {core}
+        extra = self.ctx.found.extra
+        record = extra.timing_core = extra.timing_core or {"core": core, "threads": 0, "moved_back": 0}  # all pairs'
+        record["threads"] += sum(cores.bind(pids, self.core)[0] for pids in runner_pids())
+        try:
+            yield
+        finally:
+            self.core = None
+            for pids in runner_pids():
+                cores.bind(pids, cores.allowed())
+
+    def rebind(self, members: Any) -> None:
+        """A frozen candidate's threads back on the timing core (one it moved elsewhere during its call, or started)."""
+        if self.core is not None:
+            moved = cores.bind(members, self.core)[1]
+            self.ctx.found.extra.timing_core["moved_back"] += moved

@@ -1,0 +1,137 @@
+"""Timing and memory policy, as constants and pure functions of what the reference's first call showed
+(:class:`Footprint`): how many calls a timing round holds, when timing may stop early, which timed calls are checked,
+how much device memory a phase is admitted for, where a side's inputs may move. No process, no device, no state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import secrets
+from typing import Any
+
+import torch
+
+ADMISSION_MARGIN_BYTES = 1 << 30  # a CUDA context, cuBLAS workspaces, Triton's first compiles
+JIT_CACHE_BYTES = 2 << 30  # a candidate's Triton and inductor caches beyond this are emptied after its judge
+# A candidate's first call gets a shared phase of its own (warm_up) where the trials' admission is at least this many
+# times the candidate's alone; KB_WARM_STEP=0 leaves it in the first trial
+WARM_STEP_RATIO = 2.0
+WARMUP_UNLOCKED_BYTES = 1 << 30  # a compile-mode warm-up with bigger inputs holds the device lock (8 workers ran an H100 out of memory)
+POLL = 0.25
+CACHED_BUILD_WAIT_S = 2.0  # launch_early: how long a judge waits for a build folder's lock held by a pool's quick check
+POLL_BUILD = 0.02  # a build step: how soon it stops for another evaluation's CPU timing (pause_for_timing)
+POLL_SHARED = 0.05  # in a shared phase: how soon a long call notices a waiting exclusive holder (step_aside)
+PCH_WAIT_S = 180.0  # a build step's binding compile waits at most this long for a shared PCH the judge builds for it
+STEP_ASIDE_AFTER = 0.25  # seconds a candidate's call runs in a shared phase before it steps aside for one
+AUTO_ROUND_CALLS = 16  # a timing round's calls per side at most, unless --round-calls says (calls_per_round) ...
+ROUND_BYTES = 256 << 20  # ... within this many bytes of one side's shared inputs and outputs ...
+ROUND_MS = 25.0  # ... and this many milliseconds of the reference's fastest call so far (a round's length)
+BUFFER_ALIGN = 512  # bytes: where each tensor of a phase's one shared buffer starts
+# A GPU timing phase's buffers have room to move in (docs/judge.md, "Where a side's inputs sit"): a quarter of their size
+# and SHIFT_MAX at most, in SHIFT_STEP steps (none below one step); every call of the phase places its set anew there
+SHIFT_STEP = 2 << 20
+SHIFT_MAX = 1 << 30
+CHECK_ONE_IN = 4  # above check_all_below_mb, a timed call is checked with probability 1/CHECK_ONE_IN ...
+MIN_CHECKED = 4  # ... and timing goes on until at least this many timed calls were
+# A GPU call too big to share a round (its inputs and outputs above ROUND_BYTES) costs a full fresh input set a sample
+# (three copies of multi-GB inputs), so its timing may stop at EARLY_SAMPLES samples once both medians are known within
+# EARLY_REL_ERR (a self-speedup's +-2% at about 3 sigma) and EARLY_CHECKED of its calls were checked, each with
+# probability EARLY_CHECK_P: more checks than 30 calls at 1/CHECK_ONE_IN give (docs/judge.md, "Which calls are checked")
+EARLY_SAMPLES = 16
+EARLY_REL_ERR = 0.005
+EARLY_CHECKED = 8
+EARLY_CHECK_P = 0.5
+PAIR_START_S = 10.0  # time_again: a new pair of runners' start, beyond the first pair's init and time stages
+PAUSE_LIMIT = 120.0  # seconds a build step waits for one CPU timing phase at most (a phase times for max_time)
+# the disk one candidate may fill in the host folders it can write (its build folder, JIT caches, a scratch outside bwrap),
+# measured every DISK_CHECK_S seconds while it runs and after each phase; over it is the candidate's outcome
+DISK_BYTES = int(float(os.environ.get("KB_DISK_GB", "8")) * 2**30)
+DISK_CHECK_S = 2.0
+CHECK_ARCH = "9.0"  # --device cpu-check compiles CUDA for this architecture unless TORCH_CUDA_ARCH_LIST names one (no GPU to ask)
+
+
+@dataclasses.dataclass
+class Footprint:
+    """What the reference's first call showed: one call's bytes of inputs and outputs, its runner's peak device
+    memory, and its fastest call so far (then the trials')."""
+
+    on_gpu: bool
+    io_bytes: tuple[int, int] = (0, 0)
+    ref_peak_bytes: int = 0
+    ref_ms: float = math.inf
+
+
+def slack_bytes(total: int) -> int:
+    """Room beyond ``total`` bytes of a GPU timing phase's buffer for its sets to move in (:data:`SHIFT_STEP` steps)."""
+    return min(SHIFT_MAX, total // 4) // SHIFT_STEP * SHIFT_STEP
+
+
+def input_bytes(problem: Any) -> float:
+    """Bytes of one input set, from shapes alone (get_inputs on the meta device); inf if unknown."""
+    try:
+        torch.manual_seed(0)
+        with torch.device("meta"):
+            values = list(problem.get_inputs())
+        return float(sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor)))
+    except Exception:  # noqa: BLE001 - a get_inputs that needs real data
+        return math.inf
+
+
+def calls_per_round(fp: Footprint, asked: int) -> int:
+    """How many calls of each side a timing round holds: ``asked`` (``--round-calls``), or on a GPU as many as fit in
+    ROUND_MS of the reference's fastest call so far (AUTO_ROUND_CALLS at most; 1 on the CPU), so that waking, stopping
+    and draining a runner (milliseconds) are paid once a round instead of once a call; either way no more than fit in
+    ROUND_BYTES of one side's shared inputs and outputs."""
+    by_bytes = ROUND_BYTES // max(1, sum(fp.io_bytes))
+    if asked:
+        return int(max(1, min(asked, by_bytes)))
+    if not fp.on_gpu:
+        return 1
+    by_time = ROUND_MS / fp.ref_ms if fp.ref_ms > 0 else AUTO_ROUND_CALLS
+    return int(max(1, min(AUTO_ROUND_CALLS, by_bytes, by_time)))
+
+
+def early_stop(fp: Footprint, min_reps_asked: int, round_calls: int) -> bool:
+    """Whether a timing may stop at EARLY_SAMPLES: on a GPU, for calls too big to share a round, unless ``min_reps``
+    was given."""
+    return fp.on_gpu and not min_reps_asked and round_calls == 1 and sum(fp.io_bytes) > ROUND_BYTES
+
+
+def check_timed_call(fp: Footprint, check_all_below_mb: float, early: bool = False) -> bool:
+    """Whether the next timed pair is checked (sealed and compared): always when the outputs are small, else with
+    probability 1/CHECK_ONE_IN (EARLY_CHECK_P for a timing that may stop early), drawn from the OS's entropy in the
+    supervisor. The candidate cannot tell a checked call from another until it has returned; a candidate wrong on a
+    fraction f of n timed calls goes unseen with probability (1 - f p)^n (docs/judge.md, "Which calls are checked")."""
+    if fp.io_bytes[1] < check_all_below_mb * 2**20:
+        return True
+    if early:
+        return secrets.randbelow(1 << 16) < int(EARLY_CHECK_P * (1 << 16))
+    return secrets.randbelow(CHECK_ONE_IN) == 0
+
+
+def admission_bytes(fp: Footprint) -> int:
+    """What a shared phase may add to the device: each runner's working memory (the reference's peak, and as much
+    again for the candidate), the supervisor's shared inputs and output slots of both sides and its own fresh inputs
+    (not in the runners' peaks: on the H100 judges admitted without them ran level 1's multi-GB problems out of
+    memory), the time phase's room to move inputs in, and a context's worth for workspaces and first compiles."""
+    inputs, outputs = fp.io_bytes
+    moving = 2 * slack_bytes(max(ROUND_BYTES, inputs + outputs)) if fp.on_gpu else 0
+    return 2 * fp.ref_peak_bytes + 3 * inputs + 2 * outputs + moving + ADMISSION_MARGIN_BYTES
+
+
+def warm_bytes(fp: Footprint) -> int:
+    """What the candidate's first call alone may add to the device (its warm-up step): its runner's working memory
+    (taken as the reference's peak, as in :func:`admission_bytes`), its inputs in a shared buffer, the fresh inputs
+    they are copied from, and a context's worth for first compiles."""
+    return fp.ref_peak_bytes + 2 * fp.io_bytes[0] + ADMISSION_MARGIN_BYTES
+
+
+def exclusive_need(fp: Footprint, stage: str, problem: Any) -> int:
+    """The device memory an exclusive phase announces while it waits (shared holders step aside only when it fits
+    beside them): the time phase's admission; the reference's first call, before its peak is known, four times the
+    inputs (0 on CPU)."""
+    if not fp.on_gpu:
+        return 0
+    return admission_bytes(fp) if stage == "time" else int(4 * input_bytes(problem)) + ADMISSION_MARGIN_BYTES

@@ -1,0 +1,422 @@
+"""The runner processes of one evaluation, one :class:`Side` each: the reference's (trusted, a plain child) and the
+candidate's (sandboxed), and a candidate's build step. :class:`Runners` starts them, asks them (a request, its checked
+reply, any failure turned into the stage's verdict), stops and continues the candidate's tree around every request,
+and ends them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import select
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .. import protocol as p
+from ..assignment import describe_exit, read_tail
+from ..cgroups import Cgroup
+from ..procs import ProcessTree, descendants, tree_cpu_seconds
+from ..runner import PROFILE_ENV, serve
+from ..sandbox import (
+    SCRATCH,
+    TIMING_ENV,
+    ForkedRunner,
+    Mounts,
+    RunnerProcess,
+    SandboxInfo,
+    SandboxUnavailable,
+    resolve,
+    runner_env,
+    secret_paths,
+)
+from ..stages import CANDIDATE_FAILURE
+from ..transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer
+from .device import Device
+from .plan import DISK_BYTES, DISK_CHECK_S, POLL, POLL_BUILD, POLL_SHARED, STEP_ASIDE_AFTER
+from .record import Context, Verdict
+
+if TYPE_CHECKING:
+    from ...build.pch import Requests
+    from .buffers import CallSet
+
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+
+
+@dataclasses.dataclass(eq=False)
+class Side:
+    """One runner process: the reference's, the candidate's, or a build step; and this phase's buffers of it."""
+
+    name: str  # "reference", "candidate" or "build"
+    channel: Channel
+    process: RunnerProcess | ForkedRunner
+    log: Path
+    trusted: bool = False  # the reference's runner: never runs candidate code
+    tree: ProcessTree | None = None  # its process tree (the candidate's), kept from one stop to the next
+    frozen: bool = False  # stopped between requests
+    asked: bool = False  # sent a request since its last phase end: it may hold device memory to give back
+    buffers: dict[int, SharedBuffer] = dataclasses.field(default_factory=dict)
+    sets: list[CallSet] = dataclasses.field(default_factory=list)  # this phase's call sets: one per call of a round
+    home: list[CallSet] = dataclasses.field(default_factory=list)  # the sets as made, where the buffer has room to move
+    slack: int = 0
+    places: set[int] = dataclasses.field(default_factory=set)  # the offsets the sets were moved by in this phase
+    disk: list[Path] = dataclasses.field(default_factory=list)  # the host folders it can write: bounded by DISK_BYTES
+    _next_id: int = 0
+
+    @property
+    def args(self) -> list[p.Node]:
+        return self.sets[0].args if self.sets else []
+
+    @property
+    def inputs(self) -> list[torch.Tensor]:
+        return self.sets[0].inputs if self.sets else []
+
+    @property
+    def slots(self) -> list[torch.Tensor]:
+        return self.sets[0].slots if self.sets else []
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def pids(self) -> list[int]:
+        return [self.process.pid, *descendants(self.process.pid)]
+
+    def new_ids(self, count: int) -> list[int]:
+        ids = list(range(self._next_id, self._next_id + count))
+        self._next_id += count
+        return ids
+
+    def drop_buffers(self) -> list[int]:
+        ids = list(self.buffers)
+        self.buffers.clear()
+        self.sets, self.home, self.slack, self.places = [], [], 0, set()
+        return ids
+
+    def freeze(self) -> bool:
+        """Stop the candidate's process tree (the reference's is trusted and waits on its socket: stopping it would
+        only cost time, 1-2 ms a call on the H100): its cgroup frozen whole, or, without one, every process of the tree
+        found by walking it. Whether it was stopped now."""
+        if self.trusted or self.frozen or not self.alive():
+            return False
+        if self.process.cgroup is not None:
+            self.process.cgroup.freeze()
+        else:
+            self.tree = self.tree or ProcessTree(self.process.pid)
+            self.tree.freeze()
+        self.frozen = True
+        return True
+
+    def thaw(self) -> None:
+        if self.frozen:
+            if self.process.cgroup is not None:
+                self.process.cgroup.thaw()
+            elif self.tree is not None:
+                self.tree.thaw()
+        self.frozen = False
+
+    def members(self) -> list[int]:
+        """The processes of its tree, as its cgroup (or the last walk of it) knows them."""
+        if self.process.cgroup is not None:
+            return self.process.cgroup.members()
+        return list(self.tree.members) if self.tree is not None else []
+
+    def exit_text(self) -> str:
+        code = self.process.poll()
+        for _ in range(20 if code is None else 0):
+            time.sleep(0.05)
+            code = self.process.poll()
+            if code is not None:
+                break
+        if code is None:
+            return "stopped answering"
+        if code > 128 and self.process.info.kind == "bwrap":
+            code = 128 - code  # bwrap reports a child killed by signal N as exit status 128 + N
+        return describe_exit(code)
+
+    def log_tail(self, chars: int) -> str:
+        pipe = getattr(self.process, "log", None)  # a runner's output comes through a pipe; a forked reference's, a file
+        text = pipe.text(chars) if pipe is not None else read_tail(self.log, chars)
+        return f"\n--- runner log tail ---\n{text}" if text.strip() else ""
+
+
+class Runners:
+    """Starts, asks and stops one evaluation's runners: ``reference`` (and ``spares``, reference runners forked early for
+    later pairs of processes) and ``candidate``."""
+
+    def __init__(self, ctx: Context, device: Device):
+        self.ctx, self.device = ctx, device
+        self.reference: Side | None = None
+        self.candidate: Side | None = None
+        self.spares: list[Side] = []
+        self.sandbox: SandboxInfo | None = None
+        self.pch: Requests | None = None  # the running build step's requests for a shared PCH, served while it is waited for
+        self._spawned = 0  # sandboxed processes started: each cgroup's name
+
+    # -------------------------------------------------------------- starting
+
+    def resolve_sandbox(self) -> None:
+        from ..runner import _device_name, _versions
+
+        self.ctx.found.update(device_name=_device_name(torch, self.ctx.device), versions=_versions(torch))
+        try:
+            self.sandbox = resolve(self.ctx.cfg.sandbox)
+        except SandboxUnavailable as exc:
+            raise Verdict("harness_error", str(exc)) from None
+        self.ctx.found.extra.sandbox = self.sandbox.label
+
+    def start_reference(self, fork: bool = True, tag: str = "") -> Side:
+        """The reference's runner: a plain child process (trusted code; level 4 needs the network and caches).
+
+        Forked from here (``fork``) while this process has not touched CUDA nor run a parallel CPU op (it has torch
+        imported: a new interpreter would import it again; a child forked after OpenMP's threads started hangs in its
+        first parallel region), else started as a new interpreter. Either way it runs :func:`runner.serve` with this
+        process's environment, in which :data:`TIMING_ENV` is set (``controller.supervisor_env``), as the candidate's
+        runner has it. ``tag``: a spare's folder and log."""
+        ctx = self.ctx
+        scratch = ctx.work / f"reference{tag}"
+        log = ctx.work / f"reference{tag}.log"
+        # under KB_PROFILE_DIR this process runs under cProfile, which a forked child inherits (3.12: a second one fails)
+        if fork and not (ctx.on_gpu and torch.cuda.is_initialized()) and not os.environ.get(PROFILE_ENV):
+            mine, theirs = socket.socketpair()
+            try:
+                held = [side.channel.sock.fileno() for side in (self.reference, *self.spares) if side is not None]
+                held = [fd for fd in held if fd >= 0]  # the other runners' sockets
+                process = ForkedRunner(serve, scratch=scratch, log_path=log, pass_fd=theirs.fileno(), close_fds=[mine.fileno(), *held])
+            finally:
+                theirs.close()
+            return Side("reference", Channel(mine), process, log, trusted=True)
+        path = os.pathsep.join(p for p in (PACKAGE_ROOT, os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, **TIMING_ENV, "PYTHONPATH": path}
+        info = SandboxInfo("none", reason="the reference is trusted")
+        return self.spawn("reference", info, env, Mounts(), scratch, log_name=log.name, trusted=True)
+
+    def launch(self, extra_env: dict[str, str], log_name: str, mounts: Mounts, side_name: str = "candidate") -> Side:
+        """A runner process in the sandbox, importing torch while nothing is asked of it yet (no candidate code)."""
+        ctx, info = self.ctx, self.sandbox
+        scratch = SCRATCH if info.kind == "bwrap" else ctx.work / f"{side_name}-scratch"
+        mounts.masks = [Path(ctx.cfg.lock_dir), Path(ctx.cfg.build_dir), ctx.work, *secret_paths(), *map(Path, ctx.cfg.hide)]
+        if ctx.cfg.pch_dir != "off":
+            mounts.readonly.append(Path(ctx.cfg.pch_dir))
+        if os.environ.get("PYTHONPYCACHEPREFIX"):  # the trusted bytecode cache (build/bytecode.py), read-only here
+            mounts.readonly.append(Path(os.environ["PYTHONPYCACHEPREFIX"]))
+        env = runner_env(dict(os.environ), scratch / "home", PACKAGE_ROOT, extra_env)
+        side = self.spawn(side_name, info, env, mounts, scratch, log_name=log_name)
+        side.disk = [*mounts.writable, *([] if info.kind == "bwrap" else [scratch])]  # bwrap's scratch is a counted tmpfs
+        return side
+
+    def spawn(self, name: str, info: SandboxInfo, env: dict[str, str], mounts: Mounts, scratch: Path, *,
+              log_name: str = "", trusted: bool = False) -> Side:  # fmt: skip
+        mine, theirs = socket.socketpair()
+        argv = [sys.executable, "-m", "pytest_kernelbench.judge.runner", str(theirs.fileno()), str(scratch)]
+        log = self.ctx.work / (log_name or f"{name}.log")
+        cgroup = self._cgroup(name) if not trusted else None
+        try:
+            process = RunnerProcess(info, argv, env=env, mounts=mounts, work=self.ctx.work, scratch=scratch, pass_fd=theirs.fileno(),
+                                    cgroup=cgroup)  # fmt: skip
+        except BaseException:
+            if cgroup is not None:
+                cgroup.close()
+            raise
+        finally:
+            theirs.close()
+        return Side(name, Channel(mine), process, log, trusted=trusted)
+
+    def _cgroup(self, name: str) -> Cgroup | None:
+        """A cgroup of its own for a candidate's runner or build step (cgroups.py), bounded by ``--kb-max-memory``."""
+        if not self.sandbox.cgroups:
+            return None
+        self._spawned += 1
+        limit = int(self.ctx.cfg.max_memory_gb * 2**30) if self.ctx.cfg.max_memory_gb > 0 else 0
+        return Cgroup.create(f"{name}-{self._spawned}", memory_max=limit)
+
+    @property
+    def pin_cpu_runners(self) -> bool:
+        """Whether a CPU judge's two runners pin their threads a core each (``KB_CPU_PIN=1``; docs/judge.md, "CPU runners:
+        a core per thread, on request"): on a quiet 2-vCPU machine it removed a two-speed lean; beside one other busy
+        process it made one (0.86-1.51 in 18 judgments, against 0.99-1.05 in 11 of 12 unpinned), so it is off unless asked."""
+        return self.ctx.cfg.device == "cpu" and os.environ.get("KB_CPU_PIN", "0") == "1"
+
+    def set_up(self, side: Side, device: str = "") -> Side:
+        """Set up a runner on the judged device, or on ``device`` (a build step: its threads are never pinned)."""
+        cfg, status = self.ctx.cfg, self.ctx.status
+        pin = not device and self.pin_cpu_runners
+        stage = status.stage
+        status.enter("runner_start")  # its interpreter imports torch: no candidate code yet, so not the candidate's time
+        try:
+            threads = torch.get_num_threads() if device else self.ctx.threads  # a build step compiles with every core
+            setup = p.Setup(device or cfg.device, cfg.device_index, cfg.timer, threads, pin_threads=pin)
+            self.ask(side, setup, p.Ready, allowed=cfg.setup_timeout)
+        except Verdict as verdict:  # before any candidate code: the sandbox or the machine, not the candidate
+            self.stop(side)
+            raise Verdict("harness_error", f"the runner could not start ({self.sandbox.label}): {verdict.message}") from None
+        finally:
+            status.enter(stage)
+        return side
+
+    # -------------------------------------------------------------- asking
+
+    def ask(self, side: Side, request: p.Request, kind: type[p.Reply], *, label: str = "", fail_ok: bool = False,
+            fds: list[int] | None = None, stop: bool = True, allowed: float | None = None) -> Any:  # fmt: skip
+        """Send a request and wait for its checked reply; any failure becomes the stage's verdict. ``allowed``: seconds
+        for the reply (default: the candidate's time left; the reference's, the setup limit)."""
+        ctx = self.ctx
+        stage = ctx.status.stage
+        if allowed is None:
+            allowed = ctx.cfg.setup_timeout if side.trusted else ctx.remaining()
+        deadline = time.monotonic() + allowed
+        where = f"{label}: " if label else ""
+        self.thaw(side)
+        side.asked = True
+        try:
+            side.channel.send(request.to_wire(), fds or [])
+            reply = p.parse_reply(self.wait(side, deadline), kind)
+        except (ChannelTimeout, TimeoutError):
+            raise self.timed_out(side, stage) from None
+        except (ChannelClosed, BrokenPipeError, ConnectionResetError):
+            raise self.failure(side, stage, f"{where}the runner {side.exit_text()} during stage '{stage}' without answering") from None
+        except (ProtocolError, p.BadReply) as exc:
+            raise self.failure(side, stage, f"{where}malformed reply from the runner: {exc}") from None
+        if stop:
+            self.freeze(side)
+        if not reply.ok and not fail_ok:
+            raise self.failure(side, stage, where + reply.error)
+        return reply
+
+    def wait(self, side: Side, deadline: float) -> dict[str, Any]:
+        """The side's next message, by ``deadline``; meanwhile a build step pauses for another judge's CPU timing and
+        its PCH requests are served, and a long candidate call in a shared phase steps aside for a timer."""
+        ctx = self.ctx
+        limit = ctx.cfg.max_memory_gb * 2**30
+        running = time.monotonic()  # since when the side has run uninterrupted
+        measured = running  # when its folders were last measured
+        while True:
+            if side.name == "build":  # a compiler must not share the CPU with another evaluation's timed calls
+                deadline += self.device.pause_for_timing(side.freeze, side.thaw)
+                if self.pch is not None:
+                    self.pch.poll()
+            elif self.device.sharing and not side.trusted and time.monotonic() - running > STEP_ASIDE_AFTER:
+                # not fair to a long first call, on purpose: one that will not step aside holds every timer, and every
+                # new reader behind it (H100, level-3 corpus: 28 of 32 in 250 s with a fair share, all 32 in 225 s without)
+                aside = self.step_aside(side)
+                if aside:
+                    deadline, running = deadline + aside, time.monotonic()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChannelTimeout("deadline")
+            poll = POLL_BUILD if side.name == "build" else POLL_SHARED if self.device.sharing else POLL
+            ready, _, _ = select.select([side.channel.sock], [], [], min(poll, left))
+            if ready:
+                message, _ = side.channel.recv(timeout=max(left, 5.0))
+                return message
+            if limit and not side.trusted and side.process.rss_bytes() > limit:
+                stage = ctx.status.stage
+                raise self.failure(side, stage, f"used more than {ctx.cfg.max_memory_gb:g} GB of host memory during stage '{stage}'")
+            if side.disk and time.monotonic() - measured > DISK_CHECK_S:
+                self.check_disk(side)
+                measured = time.monotonic()
+
+    def check_disk(self, side: Side) -> None:
+        """Over :data:`plan.DISK_BYTES` in the folders it can write (build folder, JIT caches, a scratch on the host):
+        the candidate's outcome, naming the limit."""
+        if side.disk and _disk_bytes(side.disk, DISK_BYTES) > DISK_BYTES:
+            stage = self.ctx.status.stage
+            self.stop(side)
+            raise Verdict("runtime_error", f"wrote more than {DISK_BYTES / 2**30:g} GiB to its folders (build folder, JIT caches, "
+                          f"scratch) by stage '{stage}' (the limit: KB_DISK_GB)" + side.log_tail(self.ctx.cfg.log_chars))  # fmt: skip
+
+    def step_aside(self, side: Side) -> float:
+        """In a shared phase, while ``side`` is in a long call and an exclusive holder waits whose memory fits: stop
+        the side's process tree, let the lock go and queue for it again (behind the waiting one, whose timing phase
+        first waits for the GPU to be quiet: Device.settle), then continue the side. Returns the seconds it took
+        (charged to no one). A Triton autotune stopped so times one of its configurations too slow at most (it takes
+        medians of many launches)."""
+        if self.device.wanted() is None:
+            return 0.0
+        status = self.ctx.status
+        stage, started = status.stage, time.monotonic()
+        status.enter("stepped_aside")
+        self.freeze(side)
+        try:
+            self.device.requeue()
+        finally:
+            self.thaw(side)
+            status.enter(stage)
+        self.ctx.found.count("stepped_aside")
+        return time.monotonic() - started
+
+    def freeze(self, side: Side) -> None:
+        """Stop a candidate's tree between requests; in a GPU time phase, bind its threads to the timing core again."""
+        if side.freeze():
+            self.device.rebind(side.members())
+
+    def thaw(self, side: Side) -> None:
+        side.thaw()
+
+    def failure(self, side: Side, stage: str, text: str) -> Verdict:
+        chars = self.ctx.cfg.log_chars
+        if side.trusted:
+            return Verdict("harness_error", f"the reference failed during stage '{stage}': {text}" + side.log_tail(chars))
+        cgroup = side.process.cgroup
+        if cgroup is not None and cgroup.oom_killed():  # the kernel's own account of it: over --kb-max-memory
+            text = (f"used more than {self.ctx.cfg.max_memory_gb:g} GB of host memory during stage '{stage}' (killed at its cgroup's "
+                    f"limit, --kb-max-memory): {text}")
+        self.stop(side)
+        if stage in CANDIDATE_FAILURE:
+            return Verdict(CANDIDATE_FAILURE[stage].value, text + side.log_tail(chars))
+        return Verdict("unknown_error", f"the candidate's runner failed during stage '{stage}': {text}" + side.log_tail(chars))
+
+    def timed_out(self, side: Side, stage: str) -> Verdict:
+        cfg = self.ctx.cfg
+        if side.trusted:
+            return Verdict("harness_error", f"the reference did not answer within {cfg.setup_timeout:g} s during stage '{stage}'")
+        self.stop(side)
+        return Verdict("timeout", f"timed out after {cfg.timeout:g} s during stage '{stage}'" + side.log_tail(cfg.log_chars))
+
+    # -------------------------------------------------------------- stopping
+
+    def stop(self, side: Side | None) -> None:
+        if side is None:
+            return
+        self.thaw(side)
+        if side.alive():  # before the kill: a killed tree's CPU time is reaped by nobody who tells
+            self.ctx.found.add_cpu(side.name, tree_cpu_seconds(side.process.pid))
+        with contextlib.suppress(Exception):
+            side.channel.send(p.Exit().to_wire())
+        if side.trusted and os.environ.get(PROFILE_ENV):  # let it write its profile
+            with contextlib.suppress(Exception):
+                side.process.wait(10)
+        side.process.kill()
+        side.channel.close()
+        if side.tree is not None:
+            side.tree.close()
+
+    def stop_candidate(self) -> None:
+        if self.candidate is not None and self.candidate.alive():
+            self.stop(self.candidate)
+
+    def stop_all(self) -> None:
+        self.stop_candidate()
+        for side in (self.reference, *self.spares):
+            self.stop(side)
+
+    def live_pids(self) -> list[list[int]]:
+        """Each live runner's process tree (both sides), for binding to the timing core."""
+        return [side.pids() for side in (self.reference, self.candidate) if side is not None and side.alive()]
+
+
+def _disk_bytes(folders: list[Path], limit: int) -> int:
+    """The bytes in ``folders`` (those that exist), or more than ``limit`` once over it (a bounded walk: build/tree.py)."""
+    from ...build.tree import tree_size
+
+    total = 0
+    for folder in folders:
+        if folder.is_dir():
+            total += tree_size(folder, limit - total)
+            if total > limit:
+                break
+    return total

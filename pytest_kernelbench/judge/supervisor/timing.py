@@ -1,0 +1,269 @@
+"""A call on the supervisor's clock, a timed round of both sides on the same fresh inputs, its checks, and the time
+phase: warm-up rounds, then timed batches until the stopping rule is met, each batch's claims cross-checked against
+the supervisor's own wall clock (a batch it does not vouch for is timed again; a second failure rejects).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any
+
+import torch
+
+from .. import protocol as p
+from ..compare import Sealer, compare_chunked, compare_tensors, digest_value, flatten, values_equal
+from ..stats import Stopper, WallCheck, wall_check
+from .buffers import Buffers
+from .device import Device
+from .plan import EARLY_CHECKED, EARLY_REL_ERR, EARLY_SAMPLES, MIN_CHECKED, calls_per_round, check_timed_call, early_stop
+from .record import Context, Verdict
+from .sides import Runners, Side
+
+_perf_counter = time.perf_counter
+
+
+class Record:
+    """One side's calls of a round as the supervisor saw them: a reply and its seals per call (none for a call not
+    checked), and the wall time of all of them together."""
+
+    def __init__(self, replies: list[p.Called], wall_ms: float, seals: list[list[torch.Tensor]]):
+        self.replies, self.wall_ms, self.seals = replies, wall_ms, seals
+
+
+class Timer:
+    def __init__(self, ctx: Context, runners: Runners, buffers: Buffers, device: Device):
+        self.ctx, self.runners, self.buffers, self.device = ctx, runners, buffers, device
+        self.sealer = Sealer()
+        self.samples: dict[str, list[float]] = {"reference": [], "candidate": []}  # the runners' claims, ms
+        self.walls: dict[str, list[float]] = {"reference": [], "candidate": []}  # the supervisor's own clock, ms
+        self.round_calls = 1  # calls of each side in one timing round (plan.calls_per_round)
+        self.confirmed_new_ms = 0.0  # the candidate's time the wall clock vouches for (stats.wall_check)
+
+    @property
+    def unit(self) -> str:
+        return "call" if self.round_calls == 1 else "round"
+
+    # -------------------------------------------------------------- the time phase
+
+    def time(self) -> None:
+        """Warm-up, then reference and candidate interleaved, each call on fresh inputs; every warm-up call and
+        the timed calls :func:`plan.check_timed_call` picks are checked. A batch whose times the supervisor's clock
+        does not vouch for is timed again, and the candidate is rejected only when the second batch, too, fails
+        (an honest candidate's overhead is noise, a cheat's is there every time: docs/judge.md)."""
+        ctx, found, extra = self.ctx, self.ctx.found, self.ctx.found.extra
+        candidate = self.runners.candidate
+        with self.buffers.phase("time"), self.device.on_timing_core(self.runners.live_pids):
+            with found.split("time.settle"):
+                self.device.settle()
+            graph = ctx.cfg.timer == "cuda-graph" and ctx.on_gpu
+            self.round_calls = 1 if graph else calls_per_round(ctx.fp, ctx.cfg.round_calls)
+            extra.calls_per_round = self.round_calls
+            with found.split("time.bind"):
+                self.buffers.bind(calls=self.round_calls, moving=not graph)  # a graph reads the places it was captured with
+            if candidate.slack:
+                extra.input_slack_mib = candidate.slack >> 20
+            with found.split("time.warmup"):
+                warm = math.ceil(ctx.cfg.warmup / self.round_calls)  # the warm-up's calls, in whole rounds, each checked
+                for k in range(warm):
+                    graph = self.timed_round(f"warm-up {self.unit} {k + 1}", k % 2 == 1, graph, keep=False)
+            for key in ("timed_calls", "checked_calls"):
+                found.count(key, warm * self.round_calls)
+            extra.timer = "cuda-graph" if graph else "events" if ctx.on_gpu else "perf_counter"
+            with found.split("time.batch"):
+                graph, check = self.timed_batch(graph)
+            if not check.ok or check.capped:  # a claim the clock did not vouch for is timed again, never taken as it is
+                first = check
+                extra.wall_check_first_batch = first.to_dict()
+                graph, check = self.timed_batch(graph, again=True)
+            if candidate.slack:  # how many places its inputs were read from (the phase's end drops them)
+                extra.input_places = len(candidate.places)
+        extra.wall_check = check.to_dict()
+        if not check.ok:
+            raise Verdict("rejected", check.message() + f" (and in a first batch of timed calls: {first.excess_ms * 1e3:.0f} us "
+                          f"over a bound of {first.bound_ms * 1e3:.0f} us)")  # fmt: skip
+        self.confirmed_new_ms = check.confirmed_ms
+
+    def timed_batch(self, graph: bool, again: bool = False) -> tuple[bool, WallCheck]:
+        """Timed calls until the stopping rule is met and at least MIN_CHECKED of them were checked (new samples
+        each batch); then the wall-clock cross-check of the batch."""
+        cfg, extra = self.ctx.cfg, self.ctx.found.extra
+        robust = os.environ.get("KB_ROBUST_STOP", "1") != "0"  # the early stop's precision (Stopper.precise): IQR, or the std
+        stopper = Stopper(cfg.timing_min_reps, cfg.max_reps, cfg.max_time, cfg.rel_err, self.round_calls, robust)
+        self.samples, self.walls = {"reference": [], "candidate": []}, {"reference": [], "candidate": []}
+        started, rounds, checked = _perf_counter(), 0, 0
+        name = f"timed {self.unit}" + (" (second batch)" if again else "")
+        early = early_stop(self.ctx.fp, cfg.min_reps, self.round_calls)
+
+        def enough() -> bool:
+            if early and checked >= EARLY_CHECKED and stopper.precise(self.samples, EARLY_SAMPLES, EARLY_REL_ERR):
+                return True
+            return stopper.done(self.samples, _perf_counter() - started) and checked >= min(MIN_CHECKED, cfg.max_reps)
+
+        while not enough():
+            checks = [check_timed_call(self.ctx.fp, cfg.check_all_below_mb, early) for _ in range(self.round_calls)]
+            graph = self.timed_round(f"{name} {rounds + 1}", rounds % 2 == 1, graph, keep=True, checks=checks)
+            rounds, checked = rounds + 1, checked + sum(checks)
+        extra.timing_stop = "early" if early and len(self.samples["reference"]) < cfg.timing_min_reps else "rule"
+        if early:  # which standard error the early stop read (stats.Stopper.precise)
+            extra.early_stop_se = "iqr" if robust else "stdev"
+        self.ctx.found.count("checked_calls", checked)
+        self.ctx.found.count("timed_calls", rounds * self.round_calls)
+        s, w = self.samples, self.walls
+        return graph, wall_check(s["reference"], w["reference"], s["candidate"], w["candidate"], self.ctx.device.type)
+
+    # -------------------------------------------------------------- rounds and calls
+
+    def judged_pair(self, label: str, candidate_first: bool) -> float:
+        """A correctness trial: one call of each side on the same fresh inputs, compared; the largest difference."""
+        found = self.ctx.found
+        with found.split("run/pair.inputs"):
+            values = self.buffers.make_inputs()
+        records = {side.name: self.call(side, [values], label=label) for side in self._order(candidate_first)}
+        self.ctx.fp.ref_ms = min(self.ctx.fp.ref_ms, records["reference"].replies[0].ms)
+        self.ctx.status.enter("compare")
+        with found.split("run/pair.check"):
+            return self.check(values, records["candidate"], records["reference"], label)
+
+    def _order(self, candidate_first: bool) -> tuple[Side, Side]:
+        ref, new = self.runners.reference, self.runners.candidate
+        return (new, ref) if candidate_first else (ref, new)
+
+    def timed_round(self, label: str, candidate_first: bool, graph: bool, keep: bool, checks: list[bool] | None = None) -> bool:
+        """One round: each side's calls on the same fresh inputs (a set per call), one side after the other; the
+        checked calls compared. A sample is a round's mean time per call, claimed and on the wall clock: a side has
+        every input of the round before its first call, so it could move work between the round's calls (answer
+        them all in the first, then copy), which a median over calls would not see and a round's sum does."""
+        found = self.ctx.found
+        with found.split("time/round.inputs"):
+            inputs = [self.buffers.make_inputs() for _ in range(self.round_calls)]  # one list of values per call
+        checks = checks or [True] * self.round_calls
+        records = {side.name: self.call(side, inputs, label=label, graph=graph, seal=checks) for side in self._order(candidate_first)}
+        with found.split("time/round.check"):
+            for i, values in enumerate(inputs):
+                if checks[i]:
+                    name = f"{label}, call {i + 1}" if len(inputs) > 1 else label
+                    self.check(values, records["candidate"], records["reference"], name, i)
+        for side, rec in records.items():
+            offstream = sum(reply.offstream for reply in rec.replies)
+            if offstream:
+                counts = found.extra.offstream_calls = found.extra.offstream_calls or {}
+                key = "ref" if side == "reference" else "new"
+                counts[key] = counts.get(key, 0) + offstream
+            if keep:
+                self.samples[side].append(math.fsum(reply.ms for reply in rec.replies) / len(rec.replies))
+                self.walls[side].append(rec.wall_ms / len(rec.replies))
+        errors = [r.graph_error for rec in records.values() for r in rec.replies if r.graph_error]
+        if graph and errors:
+            found.extra.cuda_graph_error = errors[0]
+            return False
+        return graph
+
+    def call(self, side: Side, inputs: list[list[Any]], *, label: str = "", graph: bool = False, seal: list[bool] | None = None) -> Record:
+        """One side's calls of a round (one per list of values, each on its own call set), on the supervisor's clock
+        from writing their inputs to the GPU being quiet again after the last.
+
+        The candidate's runner is stopped (SIGSTOP, which cannot be caught) whenever it is not serving a request:
+        nothing of the candidate's runs while the reference is called or compared. After its reply, a side's output is
+        sealed and, on a GPU, the supervisor waits until no other context has work queued (:meth:`drain`), once before
+        the side is stopped and once after: kernels a candidate left running behind its reply are waited for on its own
+        wall clock, never on the reference's.
+        """
+        ctx, runners, found = self.ctx, self.runners, self.ctx.found
+        part = f"{ctx.status.stage}/call"  # split_s: where a call's time goes in each phase (within its parts, hence '/')
+        with found.split(f"{part}.wake"):
+            # continued (ask thaws it) and awake before the clock: neither is its time, and its inputs are still old ones
+            runners.ask(side, p.Ping(), p.Done, label=label, stop=False)
+            # the GPU is quiet at the start: the pair's fresh inputs may still be being drawn (asynchronous kernels), and
+            # the first side of a pair would pay for them in its window, a cost the other's window has not (stats.wall_check)
+            ctx.sync()
+        self.buffers.move(side)  # before the clock: new views and nodes, no device work
+        start = _perf_counter()
+        with found.split(f"{part}.inputs"):
+            self.buffers.refill(side, inputs)
+        sets = side.sets[: len(inputs)]
+        request = p.Calls([p.Call(s.args, s.expect, graph) for s in sets])
+        with found.split(f"{part}.request"):
+            replies = runners.ask(side, request, p.CalledEach, label=label, stop=False).calls
+        if len(replies) != len(sets):
+            raise runners.failure(side, ctx.status.stage, f"{label}: {len(replies)} replies to {len(sets)} calls")
+        # both sides seal a checked call, so that their wall windows hold the same work (stats.wall_check)
+        seal = seal or [True] * len(sets)
+        with found.split(f"{part}.seal"):
+            seals = [[self.sealer.take(slot) for slot in s.slots] if sealed else [] for s, sealed in zip(sets, seal, strict=True)]
+            ctx.sync()  # the seals are computed
+        with found.split(f"{part}.drain"):
+            self.drain(side)  # kernels it left queued behind its reply are its own time
+        wall = (_perf_counter() - start) * 1e3
+        # Stopping it is not its time (a sandboxed tree costs more to stop than the reference's process); what
+        # it launched before it stopped is: a GPU still busy after the stop is waited for and charged to it.
+        with found.split(f"{part}.stop"):
+            runners.freeze(side)
+            wall += self.drain(side) * 1e3
+        return Record(replies, wall, seals)
+
+    def drain(self, side: Side) -> float:
+        """CUDA: launch a tiny kernel of ours until one comes back at once (another context's queued work delays it by
+        its time slices); returns the seconds waited beyond a first quiet probe (0.0 on a quiet GPU, and on CPU). A side
+        that keeps the GPU busy past its time limit times out.
+
+        Not in a shared phase: other judges' work keeps the GPU busy there (two judges draining would wait on each
+        other's probes for ever), and nothing there is timed; its outputs are sealed at the reply, so work the candidate
+        left queued that changes them later is still caught."""
+        ctx = self.ctx
+        if not ctx.on_gpu or self.device.sharing:
+            return 0.0
+        allowed = ctx.cfg.setup_timeout if side.trusted else max(ctx.remaining(), 0.0)
+        waited = self.device.until_quiet(time.monotonic() + allowed)
+        if waited is None:
+            raise self.runners.timed_out(side, ctx.status.stage)
+        return waited
+
+    def check(self, values: list[Any], new: Record, ref: Record, label: str, index: int = 0) -> float:
+        """Call ``index`` of a round: the candidate's inputs as they were given, its output against the reference's."""
+        cfg = self.ctx.cfg
+        mine_set, theirs_set = self.runners.candidate.sets[index], self.runners.reference.sets[index]
+        changed = _first_changed(mine_set.inputs, [v for v in flatten(values) if isinstance(v, torch.Tensor)])
+        if changed is not None:
+            raise Verdict("rejected", f"ModelNew.forward modified input {changed} in place ({label})")
+        got, want = new.replies[index], ref.replies[index]
+        if got.mismatch:
+            raise Verdict("incorrect", f"{label}: {got.mismatch}")
+        if len(got.values) != len(want.values) or not all(
+            values_equal(a, b, cfg.tol) for a, b in zip(got.values, want.values, strict=False)
+        ):
+            raise Verdict("incorrect", f"{label}: output values {got.values[:5]!r}, expected {want.values[:5]!r}")
+        worst = 0.0
+        several = len(theirs_set.slots) > 1
+        for i, (mine, theirs, seal) in enumerate(zip(mine_set.slots, theirs_set.slots, new.seals[index], strict=True)):
+            why, diff = compare_tensors(mine, theirs, cfg.tol, None, self.sealer, digest_value(seal))
+            if why:
+                raise Verdict("incorrect", f"{label}: output{f' {i}' if several else ''}: {why}")
+            worst = max(worst, diff)
+        return worst
+
+    def sensitivity(self) -> tuple[float | None, bool | None]:
+        """How much the reference output moves between two random inputs (METR's near-constant problems), and whether
+        it stays within the tolerance (a near-constant output); (None, None) without floating-point outputs."""
+        ref = self.runners.reference
+        self.call(ref, [self.buffers.make_inputs()])
+        first = [s.clone() for s in ref.slots if s.is_floating_point()]
+        self.call(ref, [self.buffers.make_inputs()])
+        second = [s for s in ref.slots if s.is_floating_point()]
+        if not first or not any(t.numel() for t in first):
+            return None, None
+        spread, suspect = 0.0, True
+        for a, b in zip(first, second, strict=True):
+            if a.numel():
+                _, over, diff = compare_chunked(a, b, self.ctx.cfg.tol)
+                spread, suspect = max(spread, diff), suspect and over == 0
+        scale = max(float(a.abs().max()) for a in first if a.numel()) or 1.0
+        return spread / scale, bool(suspect)
+
+
+def _first_changed(inputs: list[torch.Tensor], pristine: list[torch.Tensor]) -> int | None:
+    for i, (after, before) in enumerate(zip(inputs, pristine, strict=True)):
+        if not torch.equal(after, before):
+            return i
+    return None

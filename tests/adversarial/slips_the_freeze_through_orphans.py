@@ -1,0 +1,49 @@
+"""The reference itself (tests/data/timing's, so exactly as fast), plus two helpers started at import through a
+fork/exit chain: each helper's parent exits at once, so it is reparented away from the runner's process tree. Each
+watches the runner and burns the CPU only while the runner is stopped, that is while the reference is called. A judge
+that stops the candidate by walking that tree (SIGSTOP to each process it finds) never finds them: the reference is
+timed on a busy machine and the candidate looks faster. Judged without bwrap (no PID namespace that would keep the
+orphans below the runner): only the runner's cgroup, frozen whole, holds them. Named {{MARKER}} so that the test can
+look for them on the whole machine afterwards."""
+# judge: correct|rejected
+# speedup-below: 1.3
+# problem: timing
+# sandbox: off
+# check: no-survivor
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+HELPER = """
+import os, sys, time
+runner = int(sys.argv[1])
+while True:
+    try:
+        state = open(f"/proc/{runner}/stat").read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        os._exit(0)
+    if state in "tT":  # the runner is stopped: the reference is being timed
+        end = time.perf_counter() + 0.002
+        while time.perf_counter() < end:
+            pass
+    else:
+        time.sleep(0.0005)
+"""
+runner = os.getpid()
+for _ in range(2):
+    if os.fork() == 0:
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-c", HELPER, str(runner), "{{MARKER}}"])
+        os._exit(0)
+    os.wait()
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.layers = nn.Sequential(*[nn.Sequential(nn.Linear(features, features), nn.ReLU()) for _ in range(4)])
+
+    def forward(self, x):
+        return self.layers(x)

@@ -1,0 +1,137 @@
+"""Containment by the kernel's accounting (judge/cgroups.py): a process tree in its own cgroup is frozen whole (orphans
+reparented away from it too), its shared memory counted, its tasks bounded, and killed whole."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_kernelbench.judge import cgroups
+
+SUPPORT = cgroups.support()
+pytestmark = pytest.mark.skipif(not SUPPORT.ok, reason=f"cgroups cannot be made here: {SUPPORT.reason}")
+
+# a runner-like parent whose two helpers are orphaned at once (fork, fork, exit): no process tree leads to them
+_ORPHANS = r"""
+import os, sys, time
+for _ in range(2):
+    if os.fork() == 0:
+        if os.fork() == 0:
+            while True:
+                pass
+        os._exit(0)
+    os.wait()
+time.sleep(60)
+"""
+
+
+def _start(cgroup: cgroups.Cgroup, code: str) -> subprocess.Popen:
+    fds = cgroup.join_fds()
+    try:
+        return subprocess.Popen([sys.executable, "-c", code], preexec_fn=lambda: cgroups.join(fds), start_new_session=True)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _members_after(cgroup: cgroups.Cgroup, count: int, wait: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + wait
+    while len(cgroup.members()) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return cgroup.members()
+
+
+def test_a_frozen_cgroup_holds_orphans_that_no_process_tree_reaches():
+    cgroup = cgroups.Cgroup.create("test-orphans")
+    assert cgroup is not None
+    try:
+        parent = _start(cgroup, _ORPHANS)
+        _members_after(cgroup, 3)
+        time.sleep(1.0)  # the middle processes have exited: what is left is the parent and the two orphans
+        members = cgroup.members()
+        orphans = [pid for pid in members if pid != parent.pid]
+        assert len(orphans) == 2, members
+        from pytest_kernelbench.judge.procs import descendants
+
+        assert not set(orphans) & set(descendants(parent.pid))  # reparented: a walk of the tree misses them
+        assert cgroup.freeze()
+        before = {pid: _cpu_ticks(pid) for pid in orphans}
+        time.sleep(0.5)
+        assert {pid: _cpu_ticks(pid) for pid in orphans} == before  # not a tick while frozen
+        cgroup.thaw()
+        time.sleep(0.5)
+        assert any(_cpu_ticks(pid) > before[pid] for pid in orphans)  # and they run again once thawed
+        cgroup.kill()
+        assert cgroup.members() == []
+        parent.wait(5)
+    finally:
+        cgroup.close()
+
+
+def test_shared_memory_is_counted_and_the_limit_is_the_candidates_outcome():
+    if SUPPORT.memory is None:
+        pytest.skip("no memory controller to write here")
+    cgroup = cgroups.Cgroup.create("test-memory", memory_max=200 << 20)
+    try:
+        # 400 MiB in a memfd (like a tmpfs file, shared memory): no page cache to reclaim, so the limit kills
+        proc = _start(cgroup, "import os, time\nfd = os.memfd_create('x')\nfor _ in range(400):\n    os.write(fd, b'x' * (1 << 20))\n"
+                              "time.sleep(30)")  # fmt: skip
+        assert proc.wait(30) == -9
+        assert cgroup.oom_killed()
+    finally:
+        cgroup.close()
+
+
+def test_memory_bytes_counts_shared_memory_but_not_the_buffers_of_others():
+    if SUPPORT.memory is None:
+        pytest.skip("no memory controller to write here")
+    cgroup = cgroups.Cgroup.create("test-shmem")
+    try:
+        proc = _start(cgroup, "import os, time\nfd = os.memfd_create('x')\nos.write(fd, b'x' * (64 << 20))\nprint(flush=True)\n"
+                              "time.sleep(30)")  # fmt: skip
+        deadline = time.monotonic() + 20
+        while cgroup.memory_bytes() < 64 << 20 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert cgroup.memory_bytes() >= 64 << 20
+        proc.kill()
+    finally:
+        cgroup.close()
+
+
+def test_pids_max_bounds_a_fork_bomb():
+    if SUPPORT.pids is None:
+        pytest.skip("no pids controller to write here")
+    cgroup = cgroups.Cgroup.create("test-pids", pids_max=16)
+    try:
+        code = ("import os, sys\nmade = 0\nfor _ in range(64):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
+                "    if pid == 0:\n        import time; time.sleep(30)\n    made += 1\nprint(made, flush=True)\nos._exit(0)")  # fmt: skip
+        fds = cgroup.join_fds()
+        try:
+            proc = subprocess.run([sys.executable, "-c", code], preexec_fn=lambda: cgroups.join(fds), capture_output=True, text=True,
+                                  timeout=60)  # fmt: skip
+        finally:
+            for fd in fds:
+                os.close(fd)
+        assert 0 < int(proc.stdout.split()[0]) < 16
+    finally:
+        cgroup.close()
+    assert not any(folder.exists() for folder in cgroup.dirs)
+
+
+def test_the_judges_cgroups_stay_inside_its_own():
+    """Below this process's cgroup in every hierarchy: a candidate never leaves the limits the host set for the judge."""
+    own = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        number, names, path = line.split(":", 2)
+        own["0" if number == "0" else names] = path
+    assert str(SUPPORT.unified).endswith(own["0"].rstrip("/") + "/kernelbench")
+    if SUPPORT.memory_v1:
+        assert str(SUPPORT.memory).endswith(own["memory"].rstrip("/") + "/kernelbench")
