@@ -18,11 +18,13 @@ CUDA_SOLUTION = (REPO / "solutions" / "mini" / "1_LeakyReluScale.cuda.py").read_
 def test_openreward_service_judges_a_cuda_candidate(tmp_path, monkeypatch):
     openreward = pytest.importorskip("openreward")
     monkeypatch.setenv("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
-    args = ("--protocol", "openreward", "--level", "mini", "--device", "cuda", "--timeout", "300", "--request-timeout", "600")
+    token = "gpu-check-token-0123456789"
+    args = ("--protocol", "openreward", "--level", "mini", "--device", "cuda", "--timeout", "300", "--request-timeout", "600",
+            "--token", token)  # fmt: skip
     with kbagent_serve(tmp_path / "state", tmp_path / "serve.log", *args) as (_, http):
         url = str(http.base_url).rstrip("/")
         monkeypatch.setenv("OPENREWARD_API_URL", url)
-        with openreward.OpenReward(api_key="unused", base_url=url) as client:
+        with openreward.OpenReward(api_key=token, base_url=url) as client:
             env = client.environments.get("kernelbench", base_url=url)
             (task,) = [t for t in env.list_tasks("mini") if t.task_spec["problem"] == "mini/1"]
             with env.session(task=task) as session:

@@ -397,7 +397,7 @@ def test_a_load_inline_candidate_is_judged_with_the_shared_header(tmp_path):
     # A re-judge loads the cached library: no build step, and its old requests are not served again.
     again = evaluate(problem, Candidate(CPP_CANDIDATE.replace("OFFSET", "0"), "", "offset=0"), config)
     assert again.outcome.value == "correct" and again.extra.build_cached is True
-    assert "pch" not in again.extra and "pch" not in again.stage_seconds
+    assert again.extra.pch is None and "pch" not in again.stage_seconds
     assert len(_events(root)) == 3
     ninja = next((tmp_path / "builds").glob("*/kb_pch_probe/build.ninja")).read_text()
     assert f"cxx = {next(root.glob('cc-*/g++'))}" in ninja

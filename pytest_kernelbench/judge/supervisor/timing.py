@@ -73,10 +73,16 @@ class Timer:
             extra.timer = "cuda-graph" if graph else "events" if ctx.on_gpu else "perf_counter"
             with found.split("time.batch"):
                 graph, check = self.timed_batch(graph)
-            if not check.ok or check.capped:  # a claim the clock did not vouch for is timed again, never taken as it is
+            if not check.ok:  # a batch the clock did not vouch for is timed again; a second failure rejects
                 first = check
                 extra.wall_check_first_batch = first.to_dict()
                 graph, check = self.timed_batch(graph, again=True)
+            elif check.capped:  # a claim the clock could not verify is timed once more: the better-verified batch stands
+                kept = (check, self.samples, self.walls)
+                extra.wall_check_first_batch = check.to_dict()
+                graph, check = self.timed_batch(graph, again=True)
+                if not check.ok:  # the first batch passed: the second's failure is noise, not a lie shown twice
+                    check, self.samples, self.walls = kept
             if candidate.slack:  # how many places its inputs were read from (the phase's end drops them)
                 extra.input_places = len(candidate.places)
         extra.wall_check = check.to_dict()
