@@ -27,7 +27,7 @@ from ..config import EvalConfig, mode_unavailable
 from ..outcome import STAGE_FAILURE, Outcome
 from ..problems import Problem
 from ..result import EvalResult, TimingStats
-from . import forkserver
+from . import footprint, forkserver
 from .assignment import Assignment, describe_exit, read_tail
 from .sandbox import TIMING_ENV
 
@@ -147,6 +147,14 @@ def evaluate(
     if unavailable:  # no verdict: this machine cannot run the baseline (pytest skips such items before they get here)
         base.outcome, base.message, base.extra = Outcome.HARNESS_ERROR, unavailable, {"skipped": unavailable}
         return base
+    if not build_only:  # before any process starts: a problem whose data cannot fit is no verdict (judge/footprint.py)
+        fitted = footprint.fit(problem, config)
+        if fitted.skip:
+            base.outcome, base.message, base.extra = Outcome.HARNESS_ERROR, fitted.skip, {"skipped": fitted.skip}
+            return base
+        config = fitted.config
+        if fitted.note:
+            base.extra["footprint"] = fitted.note
     Path(config.build_dir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kb-eval-") as tmp:
         work = Path(tmp)
@@ -168,7 +176,7 @@ def evaluate(
         result_path = Path(spec.result_path)
         if not why and result_path.exists():
             return _merge(base, json.loads(result_path.read_text()))
-        return _lost(base, why, watcher.stage, proc.returncode, read_tail(log_path, config.log_chars), config)
+        return _lost(base, why, watcher.stage, proc.returncode, read_tail(log_path, config.log_chars), config, problem)
 
 
 def _watch(proc, watcher: _StatusWatcher, config: EvalConfig, stop: threading.Event | None) -> str:
@@ -185,9 +193,15 @@ def _watch(proc, watcher: _StatusWatcher, config: EvalConfig, stop: threading.Ev
     return ""
 
 
-def _lost(base: EvalResult, why: str, stage: str, returncode: int | None, log_tail: str, config: EvalConfig) -> EvalResult:
-    """A result for an evaluation whose supervisor did not write one."""
+def _lost(base: EvalResult, why: str, stage: str, returncode: int | None, log_tail: str, config: EvalConfig,
+          problem: Problem) -> EvalResult:
+    """A result for an evaluation whose supervisor did not write one. A supervisor killed by SIGKILL that nobody here
+    sent is the kernel's out-of-memory killer at work: no verdict on the candidate, a skip that says so."""
     base.stage = stage
+    if not why and returncode == -signal.SIGKILL:
+        line = footprint.killed(problem, config, stage)
+        base.outcome, base.message, base.extra = Outcome.HARNESS_ERROR, line, {**base.extra, "skipped": line}
+        return base
     tail = f"\n--- supervisor log tail ---\n{log_tail}" if log_tail.strip() else ""
     if why == "timeout":
         base.outcome = Outcome.TIMEOUT
@@ -212,7 +226,7 @@ def _merge(base: EvalResult, found: dict) -> EvalResult:
     base.stage_seconds = {k: round(v, 4) for k, v in found.get("stage_seconds", {}).items()}
     base.max_abs_diff = found.get("max_abs_diff")
     base.trials = found.get("trials", 0)
-    base.extra = found.get("extra", {})
+    base.extra = {**base.extra, **found.get("extra", {})}
     samples = found.get("samples")
     if base.outcome is Outcome.CORRECT and samples:
         base.ref = TimingStats.from_samples(samples["ref"])
