@@ -9,7 +9,7 @@ import torch  # imported before pytester snapshots sys.modules: torch must not b
 from helpers import cpu_config, tiny_problem
 from pytest_kernelbench.candidates import baseline_candidate
 from pytest_kernelbench.judge import footprint
-from pytest_kernelbench.judge.controller import evaluate
+from pytest_kernelbench.judge.controller import _footprint, evaluate
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import Problem
 
@@ -51,8 +51,10 @@ def get_init_inputs():
 """
 
 
-def test_a_problem_is_measured_on_the_meta_device():
-    found = footprint.measure(tiny_problem().source)
+def test_a_problem_is_measured_on_the_meta_device_in_a_child_of_the_fork_server():
+    problem = tiny_problem()
+    found = _footprint(problem, cpu_config())
+    assert footprint.remembered(problem.source, lambda: None) == found  # measured once per process
     features = 128  # tests/data/tiny: Linear(128, 128) on a (32, 128) input
     assert found == footprint.Footprint(inputs=32 * features * 4, outputs=32 * features * 4, params=(features + 1) * features * 4)
     assert found.need() == 3 * found.inputs + 4 * found.outputs + 2 * found.params + footprint.MARGIN_BYTES
@@ -60,7 +62,7 @@ def test_a_problem_is_measured_on_the_meta_device():
 
 def test_outputs_stand_in_as_the_inputs_when_the_forward_has_no_meta_kernel():
     source = HUGE.replace("return torch.relu(x)", "return torch.tensor(x.tolist())")  # needs data
-    found = footprint.measure(source)
+    found = footprint.measure_here(source)
     assert found.outputs_measured is False and found.outputs == found.inputs == (1 << 48) * 4
 
 
@@ -101,6 +103,11 @@ def test_a_gpu_that_fits_the_data_only_without_a_rounds_extra_calls_gets_one_cal
     assert "lean" not in _verdicts(found, dataclasses.replace(config, round_calls=1))  # one call a round already
     small = footprint.plan_device("p", found, config, 8 << 30)
     assert "of GPU memory and the GPU has 8.0 GiB" in small.skip and small.config is config
+
+
+def test_a_problem_that_kills_its_measuring_process_is_not_measured_and_the_driver_lives_on():
+    source = KILLED.replace('if x.device.type != "meta"', "if True")
+    assert _footprint(Problem("9", 3, "3_KillsAlways", source), cpu_config()) is None
 
 
 def test_a_supervisor_killed_by_sigkill_is_a_skip_that_names_memory():

@@ -11,19 +11,23 @@ the GPU's total memory for a GPU judge (free memory there comes and goes with ot
 admission :mod:`.locking` handles). A problem that does not fit is skipped with one line naming the
 size and the way out; one that fits only without a timing round's extra calls gets one call a round.
 
-Problems are trusted code: they run here, in the judge's own process, as in the supervisor.
+Problems are trusted code, yet they run where a judge runs them, never in the process that drives the run: the
+controller measures each one once in a child of the fork server (:mod:`.forkserver`, entry :func:`main`) or a
+fresh interpreter, and remembers it (:func:`remembered`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import hashlib
+import json
 import os
 import re
+import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,7 @@ from ..config import EvalConfig
 GIB = 1 << 30
 MARGIN_BYTES = GIB  # three interpreters that imported torch, the allocator's slack
 MEASURE_SECONDS = 10.0  # building and calling the reference on meta tensors (an LSTM's meta call took 20-56 s)
+CHILD_SECONDS = 2 * MEASURE_SECONDS + 20  # the child that measures, at most: its start, both steps, its answer
 ROUND_EXTRA_BYTES = 3 * (256 << 20)  # a GPU timing round's further calls: each side's buffer (ROUND_BYTES) and fresh inputs
 SHIFT_MAX = GIB  # a GPU time phase's room for moving inputs, per side (supervisor.SHIFT_MAX)
 SKIP_LEVELS = ("4",)  # Hugging Face models: building one may fetch weights
@@ -77,27 +82,29 @@ def gib(n: float) -> str:
     return f"{n / GIB:.1f} GiB"
 
 
-# ---------------------------------------------------------------- measuring a problem
+# ---------------------------------------------------------------- measuring a problem (in a child of the fork server)
 
 
 class _TooSlow(BaseException):
-    """Raised into the measuring thread when its time is up (a BaseException: the problem's own handlers let it pass)."""
+    """Raised when the time for a step is up (a BaseException: the problem's own handlers let it pass)."""
 
 
 _cache: dict[str, Footprint | None] = {}
-_lock = threading.Lock()
+_cache_lock = threading.Lock()
 
 
-def measure(source: str) -> Footprint | None:
-    """The problem's footprint from shapes alone; None when its inputs or model cannot be made on the meta device."""
+def remembered(source: str, measure: Callable[[], Footprint | None]) -> Footprint | None:
+    """The footprint of ``source``, measured once per process by ``measure`` (the controller's child process)."""
     key = hashlib.sha256(source.encode()).hexdigest()
-    with _lock:
+    with _cache_lock:
         if key not in _cache:
-            _cache[key] = _measure(source)
+            _cache[key] = measure()
         return _cache[key]
 
 
-def _measure(source: str) -> Footprint | None:
+def measure_here(source: str) -> Footprint | None:
+    """The problem's footprint from shapes alone, measured in this process (its main thread); None when its inputs or
+    model cannot be made on the meta device in time."""
     import torch
 
     from .shrink import _module, _tensors
@@ -125,27 +132,38 @@ def _measure(source: str) -> Footprint | None:
 
 @contextlib.contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
-    """Raise :class:`_TooSlow` in this thread (at its next Python step) once ``seconds`` have passed; a raise still
-    pending when the block ends is withdrawn."""
-    ident, guard, state = threading.get_ident(), threading.Lock(), {"live": True, "fired": False}
+    """:class:`_TooSlow` raised in this (main) thread once ``seconds`` have passed."""
 
-    def expire() -> None:
-        with guard:
-            if state["live"]:
-                state["fired"] = True
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(_TooSlow))
+    def expire(signum: int, frame: Any) -> None:
+        raise _TooSlow
 
-    timer = threading.Timer(seconds, expire)
-    timer.daemon = True
-    timer.start()
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
-        with guard:
-            state["live"] = False
-            timer.cancel()
-            if state["fired"]:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m pytest_kernelbench.judge.footprint PROBLEM.py`` (or a child of the fork server): the footprint of
+    the problem in ``PROBLEM.py.json``, ``null`` when it cannot be measured."""
+    path = Path(argv[1])
+    found = measure_here(path.read_text())
+    out = path.with_name(path.name + ".json")
+    out.with_suffix(".tmp").write_text(json.dumps(dataclasses.asdict(found) if found else None))
+    os.replace(out.with_suffix(".tmp"), out)
+    return 0
+
+
+def read_child(path: Path) -> Footprint | None:
+    """What :func:`main` wrote for the problem at ``path`` (None when nothing was)."""
+    try:
+        data = json.loads(path.with_name(path.name + ".json").read_text())
+    except (OSError, ValueError):
+        return None
+    return Footprint(**data) if isinstance(data, dict) else None
 
 
 # ---------------------------------------------------------------- the memory there is
@@ -190,14 +208,15 @@ def device_capacity(index: int) -> int | None:
 # ---------------------------------------------------------------- the decision
 
 
-def fit(problem: Any, config: EvalConfig) -> Fit:
-    """Whether ``problem`` (a :class:`~pytest_kernelbench.problems.Problem`) can be judged here with ``config``.
+def wanted(problem: Any, config: EvalConfig) -> bool:
+    """Whether ``problem`` is measured before it is judged with ``config``: not with ``--device cpu-check`` (it scales
+    sizes down), not level 4 (Hugging Face models), not with ``KB_FOOTPRINT=0``."""
+    return config.device != "cpu-check" and problem.level not in SKIP_LEVELS and os.environ.get("KB_FOOTPRINT", "1") != "0"
 
-    Not measured (judged as asked): ``--device cpu-check`` (it scales sizes down), level 4, and a problem that
-    cannot be sized without data. ``KB_FOOTPRINT=0`` turns the check off."""
-    if config.device == "cpu-check" or problem.level in SKIP_LEVELS or os.environ.get("KB_FOOTPRINT", "1") == "0":
-        return Fit(config)
-    found = measure(problem.source)
+
+def fit(problem: Any, config: EvalConfig, found: Footprint | None) -> Fit:
+    """Whether ``problem`` (a :class:`~pytest_kernelbench.problems.Problem`) whose footprint is ``found`` (None: not
+    known, judged as asked) can be judged here with ``config``."""
     if found is None:
         return Fit(config)
     if config.device == "cuda":
@@ -233,11 +252,14 @@ def _sizes(found: Footprint) -> str:
             f"{JUDGE_COPIES.inputs}, {JUDGE_COPIES.outputs} and {JUDGE_COPIES.params} times at once")  # fmt: skip
 
 
-def killed(problem: Any, config: EvalConfig, stage: str) -> str:
+def killed(problem: Any, found: Footprint | None, stage: str) -> str:
     """One line for a supervisor that the kernel killed (SIGKILL, most likely out of memory) during ``stage``."""
-    found = measure(problem.source) if problem.level not in SKIP_LEVELS else None
     size = f" (the judge's estimate for it: about {gib(found.need())}; {_sizes(found)})" if found else ""
     available = host_available()
     free = f", {gib(available)} of host memory available now" if available is not None else ""
     return (f"{problem.id}: the judge was killed by SIGKILL during stage '{stage}', most likely by the kernel's out-of-memory "
             f"killer{size}{free}; --device cpu-check judges it on scaled-down sizes, or judge it where more memory is free")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
