@@ -135,9 +135,19 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
     _check_sandbox(eval_config)
     if (config.getoption("kb_build_jobs") or 0) < 0:
         raise KernelBenchUsageError("--build-jobs must be 0 (off) or more")
+    _check_ray(config)
     if op_suite.requested(config):  # BackendBench-style: ATen ops are the items
         return KernelBenchSession([], BASELINE, eval_config, config.getoption("kb_min_speedup"), op_suite.build(config, eval_config))
     return KernelBenchSession(problems, _solutions(config), eval_config, config.getoption("kb_min_speedup"))
+
+
+def _check_ray(config: pytest.Config) -> None:
+    """``--ray-address``: a cluster that answers, connected now (xdist workers connect on first use), or one line."""
+    address = config.getoption("kb_ray_address")
+    if address and not hasattr(config, "workerinput"):
+        from ..judge.remote import connect
+
+        connect(address)
 
 
 def _check_sandbox(config: EvalConfig) -> None:
