@@ -51,6 +51,37 @@ def test_a_printed_node_id_pasted_back_selects_that_item_from_any_folder(pyteste
     assert [line for line in within.stdout.lines if "test_kernel[" in line] == [ids[2]]
 
 
+def test_a_node_id_printed_with_the_dataset_folder_as_rootdir_pastes_back_from_another_folder(pytester):
+    """From a folder without a pytest config, pytest takes ``--dataset``'s folder for its rootdir and names a failed
+    item relative to where it ran: ``FAILED ../..::test_kernel[...]``, a directory with a selection that pytest
+    itself refuses."""
+    (pytester.path / "kb" / "level9").mkdir(parents=True)
+    shutil.copy(TINY / "level9" / "1_TinyLinear.py", pytester.path / "kb" / "level9" / "1_TinyLinear.py")
+    shutil.copy(TINY / "level9" / "1_TinyLinear.py", pytester.path / "kb" / "level9" / "2_TinyToo.py")
+    sols = solutions_with(pytester, {"2_TinyToo": "compile_error"})
+    args = [sys.executable, "-m", "pytest", "-rf", "--level", "9", "--dataset", str(pytester.path / "kb"), "--solutions", sols,
+            "--device", "cpu", "-p", "no:cacheprovider"]  # fmt: skip
+    deep, elsewhere = pytester.path / "a" / "b", pytester.path / "c"
+    deep.mkdir(parents=True)
+    elsewhere.mkdir()
+    run = subprocess.run(args, cwd=deep, capture_output=True, text=True, timeout=300)
+    (failed,) = [line.split()[1] for line in run.stdout.splitlines() if line.startswith("FAILED ")]
+    folder, _, selection = failed.partition("::")  # the rootdir (the common folder of the run's and the dataset's)
+    assert (deep / folder).is_dir() and selection == "test_kernel[L9-2_TinyToo]", run.stdout
+    for cwd in (deep, elsewhere):
+        again = subprocess.run([*args, "--collect-only", "-q", failed], cwd=cwd, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert [line for line in again.stdout.splitlines() if "test_kernel[" in line] == ["::test_kernel[L9-2_TinyToo]"]
+
+
+def test_a_test_file_of_the_users_is_not_taken_for_an_item_of_ours():
+    from pytest_kernelbench.plugin import ITEMS_MODULE, _item_arg
+
+    assert _item_arg("tests/test_mine.py::test_kernel[x]") == "tests/test_mine.py::test_kernel[x]"
+    assert _item_arg("tests/test_mine.py::test_other") == "tests/test_mine.py::test_other"
+    assert _item_arg("../../kb::test_kernel[L1-19_ReLU]") == f"{ITEMS_MODULE}::test_kernel[L1-19_ReLU]"
+
+
 def test_with_a_build_pool_candidates_without_a_build_are_judged_first(pytester):
     """The bundled CPU solutions of mini problems 1-3 build C++ extensions: the pool builds them while 4-10 are judged."""
     def order(*extra):

@@ -187,17 +187,22 @@ def _report_writer(config: pytest.Config, session: KernelBenchSession) -> Report
     return ReportWriter(config.getoption("kb_report"), options, environment(session.eval_config.device_label))
 
 
-_ITEM_ID = re.compile(r"^(?:.*(?:kernel|op)_items\.py)?(::test_(kernel|op)(?:\[.*\])?)$")
+_ITEM_ID = re.compile(r"^(.*?)(::test_(kernel|op)(?:\[.*\])?)$")
 
 
 def _item_arg(arg: str) -> str:
-    """A node id of one of our items as pytest prints it (``::test_kernel[L1-19_ReLU]`` when run outside
-    this package's folder, ``.../kernel_items.py::test_kernel[...]`` inside it), pasted back from any
-    folder: the same item of the items module. Any other argument is returned unchanged."""
+    """A node id of one of our items as pytest prints it, pasted back from any folder: the same item of the items
+    module. pytest prints ``::test_kernel[L1-19_ReLU]`` outside this package's folder, ``.../kernel_items.py::...``
+    inside it, and, where an option's path became its rootdir (``--dataset`` from a folder without a pytest config),
+    that folder's path relative to where it ran (``../../data/kernelbench::test_kernel[...]``). Any other argument,
+    a ``::test_kernel`` of a test file of the user's included, is returned unchanged."""
     found = _ITEM_ID.match(arg)
     if not found:
         return arg
-    return f"{ITEMS_MODULE if found.group(2) == 'kernel' else op_suite.OP_ITEMS_MODULE}{found.group(1)}"
+    path = found.group(1)
+    if path.endswith(".py") and not path.endswith(("kernel_items.py", "op_items.py")):
+        return arg
+    return f"{ITEMS_MODULE if found.group(3) == 'kernel' else op_suite.OP_ITEMS_MODULE}{found.group(2)}"
 
 
 def _device_index(config: pytest.Config) -> int:
