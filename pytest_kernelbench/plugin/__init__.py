@@ -27,7 +27,7 @@ from ..result import EvalResult
 
 if TYPE_CHECKING:
     from ..judge.remote import RayEvaluator
-from . import benchmark_bridge, op_suite
+from . import benchmark_bridge, op_suite, resume
 from .session import KernelBenchSession, result_key, session_key
 
 ITEMS_MODULE = Path(__file__).with_name("kernel_items.py")
@@ -64,6 +64,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     # The judge's own options (device, timeout, tolerances, timer, sandbox, ...): one table, shared with kbagent.
     add_judge_options(group.addoption, pytest=True, leave_out=frozenset({"--timeout"}) if _HAS_PYTEST_TIMEOUT else frozenset())
     group.addoption("--kb-report", dest="kb_report", help="write every result and the run's metadata to this JSON file")
+    resume.add_option(group)
     group.addoption("--min-speedup", dest="kb_min_speedup", type=float, default=0.0, help="fail correct items slower than this")
     group.addoption(
         "--kb-progress",
@@ -184,7 +185,10 @@ def _report_writer(config: pytest.Config, session: KernelBenchSession) -> Report
         **session.eval_config.public(),
         **(op_suite.report_options(session.suite) if session.suite else {}),
     }
-    return ReportWriter(config.getoption("kb_report"), options, environment(session.eval_config.device_label))
+    writer = ReportWriter(config.getoption("kb_report"), options, environment(session.eval_config.device_label))
+    writer.keep(resume.earlier_results(config, options))
+    resume.check_writable(writer)
+    return writer
 
 
 _ITEM_ID = re.compile(r"^(.*?)(::test_(kernel|op)(?:\[.*\])?)$")
@@ -241,7 +245,11 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         config.args[:] = [items]
     if not hasattr(config, "workerinput"):  # xdist workers send their reports to the controller
-        config.pluginmanager.register(ResultReporter(session, _report_writer(config, session)), "kernelbench-reporter")
+        try:
+            writer = _report_writer(config, session)
+        except KernelBenchUsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        config.pluginmanager.register(ResultReporter(session, writer), "kernelbench-reporter")
     if session.suite is not None:
         op_suite.configure(config)
     if config.pluginmanager.hasplugin("benchmark"):
@@ -328,6 +336,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if names is not None and "kb_problem" in names and "benchmark" not in names:
                 names.append("benchmark")
     kb = config.stash.get(session_key, None)
+    if kb is not None:
+        resume.deselect_judged(config, items)
     if kb is not None and _pool_jobs(config, kb):  # the same order on every xdist worker: a pure function of the files
         planned = [_planned_candidate(item, kb) for item in items]
         items[:] = [items[i] for i in judging_order(planned)]
@@ -446,13 +456,25 @@ class ResultReporter:
         self.session = session
         self.writer = writer
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if session.items:  # none on an xdist controller: its workers say theirs below
+            self.writer.select([i for i in (resume.item_id(item.nodeid) for item in session.items) if i])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if not self.writer.selected:
+            self.writer.select([i for i in map(resume.item_id, ids) if i])
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "kb_result", None)
         if data:
             self.writer.add(EvalResult.from_dict(data))
+        resume.record(self.writer, report)
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
         self.writer.close()
+        for line in resume.summary_lines(self.writer):
+            terminalreporter.write_line(line)
         if not self.writer.results:
             return
         tw = terminalreporter._tw
