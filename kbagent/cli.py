@@ -465,7 +465,7 @@ def _resume_inputs(given_problem: Any, out: Path | None, given: dict[str, Any]) 
 
 
 def _eval_config(device: str, values: dict[str, Any]) -> Any:
-    from pytest_kernelbench.config import EvalConfig, mode_unavailable
+    from pytest_kernelbench.config import EvalConfig, check_folders, mode_unavailable
 
     fields = {f.name for f in dataclasses.fields(EvalConfig)} - {"device"}
     values = {k: v for k, v in values.items() if k in fields}
@@ -474,6 +474,7 @@ def _eval_config(device: str, values: dict[str, Any]) -> Any:
     if values.get("timeout", 1) <= 0:
         raise _BadInput("--timeout must be a positive number of seconds")
     config = EvalConfig(device=device, **values)
+    check_folders(config)
     unavailable = mode_unavailable(config.mode, config.device)
     if unavailable:  # --mode tensorrt without torch-tensorrt (or a GPU): nothing to judge against
         raise _BadInput(unavailable)

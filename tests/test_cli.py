@@ -39,6 +39,10 @@ def test_eval_human_output_names_the_stage():
         (["missing_problem.py", str(BROKEN / "correct.py")], "no such problem file"),
         ([str(TINY_PROBLEM), "missing_solution.py"], "no such solution file"),
         ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--device", "tpu"], "'--device': 'tpu': choose cpu, cuda"),
+        ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--atol", "-1"], "error: --atol -1: must be 0 or more"),
+        ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--max-memory", "-1"], "--max-memory/--kb-max-memory -1: must be 0 or more"),
+        ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--rtol", "nan"], "--rtol nan: expected a number"),
+        ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--build-cache", "/proc/no-such"], "--build-cache /proc/no-such: cannot make"),
     ],
 )
 def test_eval_bad_input_is_one_line(args, says):
@@ -46,6 +50,11 @@ def test_eval_bad_input_is_one_line(args, says):
     assert proc.returncode == 2
     assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert proc.stdout == ""
+
+
+def test_serve_with_a_port_out_of_range_is_one_line():
+    proc = kbagent("serve", "--port", "99999")
+    assert proc.returncode == 2 and proc.stderr.strip() == "error: --port 99999: choose a port from 0 to 65535 (0: a free one)"
 
 
 def test_table_renders_a_report(tmp_path):

@@ -40,6 +40,8 @@ def default_workers(gpus: int) -> int:
 def _check(opts: ServeOptions) -> None:
     if not is_loopback(opts.host) and not opts.token:
         raise ServeError(f"--host {opts.host} is not a loopback address: give a bearer token with --token or {TOKEN_ENV}")
+    if not 0 <= opts.port <= 65535:
+        raise ServeError(f"--port {opts.port}: choose a port from 0 to 65535 (0: a free one)")
     if opts.workers is not None and opts.workers < 1:
         raise ServeError("--workers must be at least 1")
     if opts.queue < 0:

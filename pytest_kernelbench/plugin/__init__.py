@@ -17,7 +17,7 @@ import pytest
 
 from ..build.pool import Prebuilder, default_build_jobs, judging_order
 from ..candidates import BASELINE, Candidate, candidate_paths, find_candidate
-from ..config import EvalConfig, add_judge_options, judge_values, mode_unavailable, pick_device
+from ..config import EvalConfig, add_judge_options, check_folders, judge_values, mode_unavailable, pick_device
 from ..errors import KernelBenchUsageError
 from ..problems import Problem, dataset_specs, load_subset, parse_id_ranges, parse_levels, select_problems
 from ..report import progress
@@ -133,9 +133,14 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
     if values.get("trials", 1) < 1:
         raise KernelBenchUsageError("--trials must be at least 1")
     eval_config = EvalConfig(device_index=_device_index(config), **values)
+    check_folders(eval_config)
     _check_sandbox(eval_config)
     if (config.getoption("kb_build_jobs") or 0) < 0:
         raise KernelBenchUsageError("--build-jobs must be 0 (off) or more")
+    if not config.getoption("kb_min_speedup") >= 0:
+        raise KernelBenchUsageError(f"--min-speedup {config.getoption('kb_min_speedup')}: must be 0 or more")
+    if not config.getoption("kb_progress_interval") > 0:
+        raise KernelBenchUsageError(f"--kb-progress-interval {config.getoption('kb_progress_interval')}: must be more than 0 seconds")
     _check_ray(config)
     if op_suite.requested(config):  # BackendBench-style: ATen ops are the items
         return KernelBenchSession([], BASELINE, eval_config, config.getoption("kb_min_speedup"), op_suite.build(config, eval_config))
