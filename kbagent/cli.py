@@ -335,7 +335,6 @@ def search_command(
             problem, config, eval_saved, out = _fresh_inputs(given_problem, problem_file, out, search_given)
         config.api_key = api_key or None
         dataclasses.replace(config, dry_run=True).validated("cpu")  # all but the language's device: before importing torch
-        check_llm(config.llm_settings())  # before the first call: no key, unknown provider or model, no server
         check_cost_cap(config.llm_settings(), "--max-cost", config.max_cost_usd)
         saved = {k: v for k, v in eval_saved.items() if k not in MACHINE_FOLDERS}  # this machine's folders, not the saved run's
         eval_values = {**saved, **eval_given}
@@ -344,6 +343,7 @@ def search_command(
         eval_config = _eval_config(device, eval_values)
         config = config.validated(device)
         llm = make_search_llm(config)
+        check_llm(config.llm_settings())  # last: no key, unknown provider or model, no server, a one-token request refused
     except (_BadInput, KernelBenchUsageError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
