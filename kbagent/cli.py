@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 
+from kbagent import compare
 from pytest_kernelbench.config import cuda_available, pick_device
 from pytest_kernelbench.problems import DATASET_ENV
 
@@ -197,6 +198,9 @@ def _reports(paths: list[Path]) -> list[tuple[Any, Any]]:
     except ReportError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+
+
+compare.register(app)  # kbagent compare BASE.json NEW.json
 
 
 @app.command("solutions-table")
