@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from kbagent import compare
+from kbagent import cache, compare
 from pytest_kernelbench.config import cuda_available, pick_device
 from pytest_kernelbench.problems import DATASET_ENV
 
@@ -201,6 +201,7 @@ def _reports(paths: list[Path]) -> list[tuple[Any, Any]]:
 
 
 compare.register(app)  # kbagent compare BASE.json NEW.json
+cache.register(app)  # kbagent cache info|prune
 
 
 @app.command("solutions-table")

@@ -58,6 +58,7 @@ class BuildFolder:
     def __enter__(self) -> Path:
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock.acquire()
+        os.utime(self.path)  # used now: pruning removes the least recently used folders first (build/prune.py)
         for baton in self.path.glob("*/lock"):  # left by a build that was killed; nobody else builds here now
             baton.unlink(missing_ok=True)
         return self.path

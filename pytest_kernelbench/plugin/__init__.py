@@ -7,6 +7,7 @@ arguments, so a run works from any folder with no test file of the user's.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..build.pool import Prebuilder, default_build_jobs, judging_order
+from ..build.prune import caps_gb
 from ..candidates import BASELINE, Candidate, candidate_paths, find_candidate
 from ..config import EvalConfig, add_judge_options, check_folders, judge_values, mode_unavailable, pick_device
 from ..errors import KernelBenchUsageError
@@ -134,6 +136,7 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
         raise KernelBenchUsageError("--trials must be at least 1")
     eval_config = EvalConfig(device_index=_device_index(config), **values)
     check_folders(eval_config)
+    caps_gb()  # KB_CACHE_CAPS read now: a bad one is one line before any work
     _check_sandbox(eval_config)
     if (config.getoption("kb_build_jobs") or 0) < 0:
         raise KernelBenchUsageError("--build-jobs must be 0 (off) or more")
@@ -442,6 +445,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     remote = session.config.stash.get(remote_key, None)
     if remote is not None:
         remote.close()
+    kb = session.config.stash.get(session_key, None)
+    if kb is not None and not hasattr(session.config, "workerinput"):
+        from ..build.prune import enforce_caps
+
+        with contextlib.suppress(OSError):  # each cache within its cap (KB_CACHE_CAPS; kbagent cache info)
+            enforce_caps(kb.eval_config.build_dir, kb.eval_config.pch_dir)
 
 
 @pytest.hookimpl(wrapper=True)
