@@ -42,7 +42,11 @@ def check_llm(settings: LLMSettings) -> None:
     """Raise :class:`SetupError` unless ``settings`` can plausibly make a call (see the module doc)."""
     if settings.scripted:
         return
-    litellm = _litellm()
+    try:
+        litellm = _litellm()
+    except ImportError:
+        raise SetupError(f"--model {settings.model}: litellm is not installed here; pip install 'pytest-kernelbench[agent]' "
+                         "(or a scripted/ model, which needs none)") from None  # fmt: skip
     provider, name = _provider(litellm, settings)
     _credentials(litellm, settings, provider)
     similar = ""
