@@ -124,7 +124,7 @@ def test_bad_input_is_one_line_and_nonzero(pytester, args, says):
 
 
 def test_baseline_run_writes_json_junit_and_benchmark(pytester, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "200")  # a row on one line: at 80 a "noisy" speedup with its interval wraps the name
+    monkeypatch.setenv("COLUMNS", "200")  # every column of the results table (at 80 the optional ones are left out)
     report, junit, bench = (pytester.path / name for name in ("kb.json", "junit.xml", "bench.json"))
     result = pytester.runpytest_subprocess(
         *TINY_ARGS, "--solutions", "baseline", "--device", "cpu", "-v",
@@ -132,6 +132,8 @@ def test_baseline_run_writes_json_junit_and_benchmark(pytester, monkeypatch):
     )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*L9-1_TinyLinear*correct*", "*kernelbench summary: 1 judged*", "*fast_0*100.0%*"])
+    (head,) = [line for line in result.stdout.lines if line.startswith("Name (time in")]  # pytest-benchmark's table
+    assert head.split()[-4:] == ["Min", "Median", "IQR", "Rounds"] and len(head) < 120, head  # not its ten columns
 
     data = json.loads(report.read_text())
     assert data["finished"] is True and data["options"]["solutions"] == "baseline"

@@ -262,6 +262,7 @@ def pytest_configure(config: pytest.Config) -> None:
         op_suite.configure(config)
     if config.pluginmanager.hasplugin("benchmark"):
         config.pluginmanager.register(benchmark_bridge, "kernelbench-benchmark-bridge")
+        benchmark_bridge.narrow_table(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
