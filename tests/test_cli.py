@@ -65,15 +65,20 @@ def test_table_renders_a_report(tmp_path):
     ok = EvalResult(problem="L1-19_ReLU", level="1", problem_id=19, outcome=Outcome.CORRECT, speedup=2.0)
     ok.ref, ok.new = TimingStats.from_samples([2.0, 2.0, 2.2]), TimingStats.from_samples([1.0, 1.0, 1.1])
     bad = EvalResult(problem="L1-20_LeakyReLU", level="1", problem_id=20, outcome=Outcome.TIMEOUT)
+    noisy = EvalResult(problem="L1-21_Sigmoid", level="1", problem_id=21, outcome=Outcome.CORRECT, speedup=1.03,
+                       extra={"speedup_noisy": True, "speedup_interval": [0.95, 1.12]})  # fmt: skip
+    noisy.ref, noisy.new = TimingStats.from_samples([1.03] * 3), TimingStats.from_samples([1.0] * 3)
     writer = ReportWriter(tmp_path / "r.json", {"solutions": "solutions", "mode": "eager"}, {"gpu": "NVIDIA H100", "torch": "2.11"})
-    writer.add(ok)
-    writer.add(bad)
+    for r in (ok, bad, noisy):
+        writer.add(r)
     proc = kbagent("table", str(tmp_path / "r.json"))
     assert proc.returncode == 0, proc.stderr
     assert "Device: NVIDIA H100; torch 2.11" in proc.stdout
+    assert "reference run as: eager (--mode); models in: the level default mode (--ref-mode)" in proc.stdout
     assert "| L1-19_ReLU | correct | 2 | 1 | 2.000 |" in proc.stdout
     assert "| L1-20_LeakyReLU | timeout | - | - | - |" in proc.stdout
-    assert "2 judged; geomean speedup 2.000; fast_0 50%, fast_1 50%" in proc.stdout
+    assert "| L1-21_Sigmoid | correct | 1.03 | 1 | 1.030 (noisy, 0.95-1.12) |" in proc.stdout
+    assert "3 judged; geomean speedup" in proc.stdout and "Noisy speedups (" in proc.stdout and "): L1-21_Sigmoid." in proc.stdout
 
 
 @pytest.mark.parametrize(
