@@ -363,7 +363,7 @@ def search_command(
     try:
         result = run_search_sync(problem, config, eval_config, llm, out, on_event=progress)
     except KeyboardInterrupt:
-        typer.echo(f"interrupted: continue with  kbagent search --resume --out {out}", err=True)
+        typer.echo(f"interrupted: continue with  {resume_hint(out, api_key)}", err=True)
         raise typer.Exit(130) from None
     summary = {**result.summary, "run_dir": str(out)}
     best = summary["best"] or {}
@@ -385,6 +385,17 @@ def search_command(
             f"${summary['cost_usd']:.4f}; {summary['evaluations']} evaluations; {summary['stop_reason']}; run folder {out}"
         )
     raise typer.Exit(0 if ok else 1)
+
+
+def resume_hint(out: Path, api_key: str | None) -> str:
+    """The command that continues a run; the key is never saved, so a key given on the command line is asked again
+    (named, never printed)."""
+    import os
+
+    hint = f"kbagent search --resume --out {out}"
+    if api_key and os.environ.get(API_KEY_ENV) != api_key:
+        hint += f" --api-key KEY (the key is never saved; or set {API_KEY_ENV})"
+    return hint
 
 
 def _given_problem(problem_file: Path | None, level: str | None, problem_id: int | None, datasets: list[str]) -> Any:

@@ -331,3 +331,14 @@ def test_search_bad_level_or_problem_is_one_line_and_exit_2(tmp_path, args, says
     says = says.replace("DATASET", dataset)
     assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stdout == "" and not (tmp_path / "run").exists()
+
+
+def test_the_resume_hint_asks_for_a_key_given_on_the_command_line_and_never_prints_it(monkeypatch, tmp_path):
+    from kbagent.cli import API_KEY_ENV, resume_hint
+
+    monkeypatch.delenv(API_KEY_ENV, raising=False)
+    hint = resume_hint(tmp_path, KEY)
+    assert hint.startswith(f"kbagent search --resume --out {tmp_path} --api-key KEY ") and KEY not in hint
+    assert resume_hint(tmp_path, None) == f"kbagent search --resume --out {tmp_path}"
+    monkeypatch.setenv(API_KEY_ENV, KEY)  # from the environment: there again on the next run
+    assert resume_hint(tmp_path, KEY) == f"kbagent search --resume --out {tmp_path}"
