@@ -52,9 +52,14 @@ def test_eval_bad_input_is_one_line(args, says):
     assert proc.stdout == ""
 
 
-def test_serve_with_a_port_out_of_range_is_one_line():
-    proc = kbagent("serve", "--port", "99999")
-    assert proc.returncode == 2 and proc.stderr.strip() == "error: --port 99999: choose a port from 0 to 65535 (0: a free one)"
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [(["--port", "99999"], "error: --port 99999: choose a port from 0 to 65535 (0: a free one)"),
+     (["--state", "/proc/no-such", "--level", "mini"], "error: --state /proc/no-such: cannot make or write it (")],
+)  # fmt: skip
+def test_serve_with_a_bad_port_or_state_folder_is_one_line(args, says):
+    proc = kbagent("serve", *args)
+    assert proc.returncode == 2 and proc.stderr.strip().startswith(says) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
 def test_table_renders_a_report(tmp_path):

@@ -58,12 +58,14 @@ def _check(opts: ServeOptions) -> None:
 def _lock_state(folder: Path) -> Any:
     from filelock import FileLock, Timeout
 
-    folder.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(folder / STATE_LOCK))
     try:
+        folder.mkdir(parents=True, exist_ok=True)
         lock.acquire(timeout=0)
     except Timeout:
         raise ServeError(f"--state {folder}: another kbagent serve uses this folder; stop it or choose another --state") from None
+    except OSError as exc:
+        raise ServeError(f"--state {folder}: cannot make or write it ({exc.strerror or exc}); pass a writable folder") from None
     return lock
 
 
