@@ -104,3 +104,10 @@ def test_an_unwritable_report_is_one_line_before_any_work(run_folder):
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"ERROR: --kb-report {blocked / 'r.json'}: cannot write it (") and line.endswith("); pass a writable path")
     assert os.path.isfile(blocked)
+
+
+def test_collecting_only_leaves_a_finished_report_that_a_run_may_overwrite(run_folder):
+    for _ in range(2):
+        listed = subprocess.run(_command(run_folder, "--collect-only", "-q"), cwd=run_folder, capture_output=True, text=True, timeout=120)
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        assert _report(run_folder)["finished"] is True and _report(run_folder)["pending"] == []

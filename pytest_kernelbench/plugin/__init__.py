@@ -472,12 +472,12 @@ class ResultReporter:
         self.writer = writer
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if session.items:  # none on an xdist controller: its workers say theirs below
+        if session.items and not session.config.getoption("collectonly"):  # none on an xdist controller: see below
             self.writer.select([i for i in (resume.item_id(item.nodeid) for item in session.items) if i])
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        if not self.writer.selected:
+        if not self.writer.selected and not node.config.getoption("collectonly"):
             self.writer.select([i for i in map(resume.item_id, ids) if i])
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
