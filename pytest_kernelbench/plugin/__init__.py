@@ -142,8 +142,8 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
         raise KernelBenchUsageError("--build-jobs must be 0 (off) or more")
     if not config.getoption("kb_min_speedup") >= 0:
         raise KernelBenchUsageError(f"--min-speedup {config.getoption('kb_min_speedup')}: must be 0 or more")
-    if not config.getoption("kb_progress_interval") > 0:
-        raise KernelBenchUsageError(f"--kb-progress-interval {config.getoption('kb_progress_interval')}: must be more than 0 seconds")
+    if not config.getoption("kb_progress_interval") >= 0:  # 0: a line after every result
+        raise KernelBenchUsageError(f"--kb-progress-interval {config.getoption('kb_progress_interval')}: must be 0 seconds or more")
     _check_ray(config)
     if op_suite.requested(config):  # BackendBench-style: ATen ops are the items
         return KernelBenchSession([], BASELINE, eval_config, config.getoption("kb_min_speedup"), op_suite.build(config, eval_config))
