@@ -15,6 +15,7 @@ from typing import Any
 
 import typer
 
+from kbagent import cache, compare
 from pytest_kernelbench.config import cuda_available, pick_device
 from pytest_kernelbench.problems import DATASET_ENV
 from pytest_kernelbench.report.text import markup, printable
@@ -208,6 +209,10 @@ def _reports(paths: list[Path]) -> list[tuple[Any, Any]]:
         raise typer.Exit(2) from None
 
 
+compare.register(app)  # kbagent compare BASE.json NEW.json
+cache.register(app)  # kbagent cache info|prune
+
+
 @app.command("solutions-table")
 def solutions_table_command(
     eager: list[Path] = typer.Option(..., "--eager", help="--kb-report of a --mode eager run of the solutions (repeatable)"),
@@ -344,7 +349,6 @@ def search_command(
             problem, config, eval_saved, out = _fresh_inputs(given_problem, problem_file, out, search_given)
         config.api_key = api_key or None
         dataclasses.replace(config, dry_run=True).validated("cpu")  # all but the language's device: before importing torch
-        check_llm(config.llm_settings())  # before the first call: no key, unknown provider or model, no server
         check_cost_cap(config.llm_settings(), "--max-cost", config.max_cost_usd)
         saved = {k: v for k, v in eval_saved.items() if k not in MACHINE_FOLDERS}  # this machine's folders, not the saved run's
         eval_values = {**saved, **eval_given}
@@ -353,6 +357,7 @@ def search_command(
         eval_config = _eval_config(device, eval_values)
         config = config.validated(device)
         llm = make_search_llm(config)
+        check_llm(config.llm_settings())  # last: no key, unknown provider or model, no server, a one-token request refused
     except (_BadInput, KernelBenchUsageError, ValueError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -367,7 +372,7 @@ def search_command(
     try:
         result = run_search_sync(problem, config, eval_config, llm, out, on_event=progress)
     except KeyboardInterrupt:
-        typer.echo(f"interrupted: continue with  kbagent search --resume --out {out}", err=True)
+        typer.echo(f"interrupted: continue with  {resume_hint(out, api_key)}", err=True)
         raise typer.Exit(130) from None
     summary = {**result.summary, "run_dir": str(out)}
     best = summary["best"] or {}
@@ -389,6 +394,17 @@ def search_command(
             f"${summary['cost_usd']:.4f}; {summary['evaluations']} evaluations; {summary['stop_reason']}; run folder {out}"
         )
     raise typer.Exit(0 if ok else 1)
+
+
+def resume_hint(out: Path, api_key: str | None) -> str:
+    """The command that continues a run; the key is never saved, so a key given on the command line is asked again
+    (named, never printed)."""
+    import os
+
+    hint = f"kbagent search --resume --out {out}"
+    if api_key and os.environ.get(API_KEY_ENV) != api_key:
+        hint += f" --api-key KEY (the key is never saved; or set {API_KEY_ENV})"
+    return hint
 
 
 def _given_problem(problem_file: Path | None, level: str | None, problem_id: int | None, datasets: list[str]) -> Any:
@@ -474,7 +490,7 @@ def _resume_inputs(given_problem: Any, out: Path | None, given: dict[str, Any]) 
 
 
 def _eval_config(device: str, values: dict[str, Any]) -> Any:
-    from pytest_kernelbench.config import EvalConfig, mode_unavailable
+    from pytest_kernelbench.config import EvalConfig, check_folders, mode_unavailable
 
     fields = {f.name for f in dataclasses.fields(EvalConfig)} - {"device"}
     values = {k: v for k, v in values.items() if k in fields}
@@ -483,6 +499,7 @@ def _eval_config(device: str, values: dict[str, Any]) -> Any:
     if values.get("timeout", 1) <= 0:
         raise _BadInput("--timeout must be a positive number of seconds")
     config = EvalConfig(device=device, **values)
+    check_folders(config)
     unavailable = mode_unavailable(config.mode, config.device)
     if unavailable:  # --mode tensorrt without torch-tensorrt (or a GPU): nothing to judge against
         raise _BadInput(unavailable)

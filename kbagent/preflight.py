@@ -6,9 +6,9 @@ names the fix, instead of retrying every call of every phase.
   counting ``--api-key`` and ``--api-base``;
 * ``--api-base``: one GET of ``<base>/models`` (:data:`CONNECT_TIMEOUT_S`): something must answer;
   401/403 is a refused key; a model list without the model means an unknown model;
-* model: without ``--api-base``, a model that litellm does not list is tried with one small request
-  (no retries, :data:`PROBE_TIMEOUT_S`); a refusal that a retry would not change (not found, bad
-  request, bad key) stops the run, a transient fault (429, 5xx, timeout) does not;
+* one real request of the kind the search makes: a chat completion of one token, through litellm's
+  client with the run's settings, no retries (:data:`PROBE_TIMEOUT_S`); any failure stops the run
+  (a server that answers 404 to everything, a refused key, a model not found, a rate limit);
 * price: a dollar cap needs a price per token, litellm's or ``--price-in``/``--price-out``.
 
 Scripted models need none of this. Every check raises :class:`SetupError` (a ValueError) with a
@@ -25,7 +25,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from kbagent.llm import LiteLLMClient, LLMSettings, _litellm, is_retryable, one_line, redact
+from kbagent.llm import LiteLLMClient, LLMSettings, _litellm, one_line, redact
 
 CONNECT_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 60.0
@@ -42,13 +42,19 @@ def check_llm(settings: LLMSettings) -> None:
     """Raise :class:`SetupError` unless ``settings`` can plausibly make a call (see the module doc)."""
     if settings.scripted:
         return
-    litellm = _litellm()
+    try:
+        litellm = _litellm()
+    except ImportError:
+        raise SetupError(f"--model {settings.model}: litellm is not installed here; pip install 'pytest-kernelbench[agent]' "
+                         "(or a scripted/ model, which needs none)") from None  # fmt: skip
     provider, name = _provider(litellm, settings)
     _credentials(litellm, settings, provider)
+    similar = ""
     if settings.api_base:
         _endpoint(settings, provider, name)
     elif not _listed(litellm, settings.model):
-        _probe(settings, _similar(litellm, provider, name))
+        similar = _similar(litellm, provider, name)
+    _probe(settings, similar)
 
 
 def check_cost_cap(settings: LLMSettings, flag: str, cap: float | None) -> None:
@@ -146,15 +152,25 @@ def _similar(litellm: Any, provider: str, name: str) -> str:
 
 
 def _probe(s: LLMSettings, similar: str) -> None:
-    client = LiteLLMClient(dataclasses.replace(s, timeout=min(s.timeout, PROBE_TIMEOUT_S), max_retries=0))
+    """One chat completion of one token, as the search asks them (litellm's client, these settings), no retries."""
+    client = LiteLLMClient(dataclasses.replace(s, timeout=min(s.timeout, PROBE_TIMEOUT_S), max_retries=0, max_tokens=1))
     try:
         asyncio.run(client._attempt(PROBE_MESSAGES))
     except Exception as exc:
-        if is_retryable(exc):  # transient: the search's own retries deal with it
-            return
-        reason = one_line(redact(str(exc) or type(exc).__name__, s.api_key), 200)
-        fix = f"did you mean {similar}? " if similar else f"check the name ({EXAMPLES}), "
-        raise SetupError(
-            f"--model {s.model}: litellm does not list this model, and a one-line test request was refused ({reason}); "
-            f"{fix}or {KEY_HINT} if the key was refused"
-        ) from None
+        reason = one_line(redact(f"{type(exc).__name__}: {exc}", s.api_key), 200)
+        where = f" to {s.api_base}" if s.api_base else ""
+        raise SetupError(f"--model {s.model}: a one-token test request{where} failed ({reason}); {_fix(exc, s, similar)}") from None
+
+
+def _fix(exc: Exception, s: LLMSettings, similar: str) -> str:
+    """What to do about the test request's failure, by the kind of error litellm raised."""
+    kind = type(exc).__name__
+    if kind in ("AuthenticationError", "PermissionDeniedError"):
+        return f"the key was refused: {KEY_HINT}"
+    if kind == "NotFoundError":
+        name = f"did you mean {similar}? " if similar else f"check the model's name ({EXAMPLES}) "
+        base = "and --api-base (an OpenAI-compatible server's base usually ends in /v1)" if s.api_base else "and the provider"
+        return name + base
+    if kind == "RateLimitError":
+        return "the provider refuses calls now (rate limit or quota): wait, or check the account"
+    return "check --model and --api-base, and that the provider or server answers"

@@ -135,15 +135,15 @@ def _check_options(config: pytest.Config, device: str) -> None:
 
 
 def _preflight(search: Any, session_cap: float | None) -> None:
-    """No key, an unknown provider or model, an unreachable --api-base, a dollar cap on an unpriced
-    model: a ValueError (one line) before the first item's first call."""
+    """A dollar cap on an unpriced model, no key, an unknown provider or model, an unreachable --api-base, a one-token
+    test request refused: a ValueError (one line) before the first item's first call."""
     from kbagent.preflight import check_cost_cap, check_llm
     from kbagent.search import make_search_llm
 
     settings = make_search_llm(search).settings
-    check_llm(settings)
     check_cost_cap(settings, "--max-cost", session_cap)
     check_cost_cap(settings, "--max-cost-per-task", search.max_cost_usd)
+    check_llm(settings)  # last: its one-token request is the only check that costs anything
 
 
 def session_budget(config: pytest.Config, out: Path) -> Any:

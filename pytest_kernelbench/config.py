@@ -167,6 +167,7 @@ class EvalConfig:
     hide: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        _check_numbers(self)
         gpu = self.device == "cuda"
         self.max_reps = self.max_reps or (300 if gpu else 50)
         self.max_time = self.max_time or (3.0 if gpu else 2.0)
@@ -237,6 +238,47 @@ class EvalConfig:
     def public(self) -> dict[str, Any]:
         """The settings without this machine's folders: what reports and run records keep."""
         return {k: v for k, v in self.to_dict().items() if k not in MACHINE_FOLDERS}
+
+
+# Numbers an EvalConfig field takes: (the least, whether the least itself is allowed); NaN is never one.
+_BOUNDS = {"timeout": (0, False), "setup_timeout": (0, False), "atol": (0, True), "rtol": (0, True), "trials": (1, True),
+           "warmup": (0, True), "min_reps": (0, True), "max_reps": (0, True), "max_time": (0, True), "rel_err": (0, False),
+           "check_all_below_mb": (0, True), "lock_timeout": (0, False), "max_memory_gb": (0, True), "log_chars": (0, True),
+           "device_index": (0, True)}  # fmt: skip
+
+
+def _check_numbers(config: EvalConfig) -> None:
+    for name, (least, allowed) in _BOUNDS.items():
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise KernelBenchUsageError(f"{option_name(name)} {value}: expected a number")
+        if value < least or (value == least and not allowed):
+            bound = f"{least} or more" if allowed else f"more than {least}"
+            raise KernelBenchUsageError(f"{option_name(name)} {value:g}: must be {bound}")
+
+
+def check_folders(config: EvalConfig) -> None:
+    """The folders the judge writes (locks, builds, the shared PCH), made now or one line: before any work."""
+    for name in ("lock_dir", "build_dir", "pch_dir"):
+        folder = getattr(config, name)
+        if name == "pch_dir" and folder == "off":
+            continue
+        try:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            usable = os.access(folder, os.W_OK | os.X_OK)
+            why = "not writable"
+        except OSError as exc:
+            usable, why = False, exc.strerror or str(exc)
+        if not usable:
+            raise KernelBenchUsageError(f"{option_name(name)} {folder}: cannot make or write it ({why}); pass a writable folder")
+
+
+def option_name(field: str) -> str:
+    """The flag of an EvalConfig field, as kbagent spells it and (where it differs) pytest: ``--max-memory/--kb-max-memory``."""
+    opt = next((o for o in JUDGE_OPTIONS if o.field == field), None)
+    if opt is None:
+        return field
+    return "/".join(dict.fromkeys((opt.flag, *opt.pytest_flags)))
 
 
 # ---------------------------------------------------------------- the judge's options, written once

@@ -24,7 +24,8 @@ class Extra:
     fused_compare: Any = None  # the fused seal/compare kernels, warmed for big outputs
     cpu_check: str | None = None  # --device cpu-check: "nvcc", "cpu" or "triton-interpreter"
     scaled: list[Any] | None = None  # --device cpu-check: the problem's sizes scaled down
-    skipped: str | None = None  # no verdict: this machine cannot run the baseline (why)
+    skipped: str | None = None  # no verdict: this machine cannot judge it (the mode, the memory it needs: why)
+    footprint: str | None = None  # what the footprint check changed to make it fit (judge/footprint.py)
     warm_step: bool | None = None  # the candidate's first call had a shared phase of its own
     min_free_gib_at_lock: float | None = None  # the least free device memory seen when a phase took the lock
     stepped_aside: int | None = None  # shared-phase calls stopped so that another judge could time

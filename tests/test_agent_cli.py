@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from fake_openai import FakeOpenAIServer, Reply
+from fake_openai import FakeOpenAIServer, Reply, Status
 
 from helpers import REPO, TINY_PROBLEM, closed_port_url, keyless_env
 from pytest_kernelbench.problems import DATASET_ENV
@@ -131,14 +131,15 @@ CORRECT = (
 
 def test_search_fixes_its_way_to_a_correct_candidate_through_litellm(tmp_path):
     out = tmp_path / "run"
-    with FakeOpenAIServer([IDEAS, SYNTAX_ERROR, WRONG_VALUES, CORRECT], max_requests=10) as server:
+    with FakeOpenAIServer(["OK", IDEAS, SYNTAX_ERROR, WRONG_VALUES, CORRECT], max_requests=10) as server:
         proc = kbagent(
             "search", str(TINY_PROBLEM), "--model", "openai/fake-coder", "--api-base", server.base_url, "--api-key", KEY,
             "--device", "cpu", "--trials", "2", "--num-samples", "1", "--num-phases", "1", "--max-fix-attempts", "3",
             "--out", str(out), "--json",
         )  # fmt: skip
-        requests = list(server.requests)
+        probe, *requests = server.requests  # the preflight's one-token request, then the search's calls
     assert proc.returncode == 0, proc.stderr
+    assert probe["json"]["max_tokens"] == 1 and probe["json"]["model"] == "fake-coder"
     data = json.loads(proc.stdout)
     assert data["best"]["outcome"] == "correct" and data["best"]["node"] == "p0-i0-f2"
     assert data["outcomes"] == {"compile_error": 1, "incorrect": 1, "correct": 1}
@@ -197,6 +198,18 @@ def test_search_refuses_a_model_the_server_does_not_list(tmp_path):
                                    "(it lists qwen-coder); use --model openai/qwen-coder")  # fmt: skip
 
 
+def test_search_against_a_server_that_answers_404_to_everything_stops_after_one_request(tmp_path):
+    with FakeOpenAIServer([Status(404, message="no such route")]) as server:
+        proc = kbagent("search", str(TINY_PROBLEM), "--model", "openai/local", "--api-base", server.base_url, "--api-key", KEY,
+                       "--device", "cpu", "--out", str(tmp_path / "run"), env=keyless_env())  # fmt: skip
+        assert len(server.requests) == 1 and server.requests[0]["json"]["max_tokens"] == 1
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: --model openai/local: a one-token test request to {server.base_url} failed (NotFoundError: ")
+    assert "no such route" in line and "--api-base (an OpenAI-compatible server's base usually ends in /v1)" in line
+    assert not (tmp_path / "run" / "nodes").exists()
+
+
 # --- honest cost ------------------------------------------------------------------------------
 
 
@@ -222,7 +235,8 @@ def test_prices_make_the_cost_and_the_cap_stops_the_search(tmp_path):
     --max-cost stops starting calls once that much is spent."""
     out = tmp_path / "run"
     reply = Reply(IDEAS, prompt_tokens=100_000, completion_tokens=20_000)  # $0.30 + $0.20 at $3/$10 per million
-    with FakeOpenAIServer([reply, Reply(CORRECT, prompt_tokens=100_000, completion_tokens=20_000)], max_requests=10) as server:
+    priced = [Reply("OK", prompt_tokens=5, completion_tokens=1), reply, Reply(CORRECT, prompt_tokens=100_000, completion_tokens=20_000)]
+    with FakeOpenAIServer(priced, max_requests=10) as server:
         proc = kbagent(
             "search", str(TINY_PROBLEM), "--model", "openai/local", "--api-base", server.base_url, "--api-key", KEY,
             "--price-in", "3", "--price-out", "10", "--max-cost", "0.9", "--device", "cpu", "--trials", "2",
@@ -231,7 +245,7 @@ def test_prices_make_the_cost_and_the_cap_stops_the_search(tmp_path):
         sent = len(server.requests)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["llm_calls"] == 2 == sent  # $0.50 after the first, $1.00 after the second: the third never starts
+    assert data["llm_calls"] == 2 == sent - 1  # $0.50 after the first, $1.00 after the second: the third never starts
     assert data["cost_usd"] == pytest.approx(1.0) and "cost budget of $0.9 reached ($1.0000 spent)" in data["stop_reason"]
     ideas = json.loads((out / "nodes" / "ideas" / "reply.json").read_text())
     assert ideas["cost_usd"] == pytest.approx(0.5) and ideas["prompt_tokens"] == 100_000  # recorded per call
@@ -317,3 +331,14 @@ def test_search_bad_level_or_problem_is_one_line_and_exit_2(tmp_path, args, says
     says = says.replace("DATASET", dataset)
     assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stdout == "" and not (tmp_path / "run").exists()
+
+
+def test_the_resume_hint_asks_for_a_key_given_on_the_command_line_and_never_prints_it(monkeypatch, tmp_path):
+    from kbagent.cli import API_KEY_ENV, resume_hint
+
+    monkeypatch.delenv(API_KEY_ENV, raising=False)
+    hint = resume_hint(tmp_path, KEY)
+    assert hint.startswith(f"kbagent search --resume --out {tmp_path} --api-key KEY ") and KEY not in hint
+    assert resume_hint(tmp_path, None) == f"kbagent search --resume --out {tmp_path}"
+    monkeypatch.setenv(API_KEY_ENV, KEY)  # from the environment: there again on the next run
+    assert resume_hint(tmp_path, KEY) == f"kbagent search --resume --out {tmp_path}"

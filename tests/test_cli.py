@@ -41,6 +41,10 @@ def test_eval_human_output_names_the_stage():
         ([str(TINY_PROBLEM), "missing_solution.py"], "no such solution file"),
         ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--device", "tpu"], "'--device': 'tpu': choose cpu, cuda"),
         ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--tolerance", "tight"], "--tolerance tight: choose kernelbench, pike"),
+        ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--atol", "-1"], "error: --atol -1: must be 0 or more"),
+        ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--max-memory", "-1"], "--max-memory/--kb-max-memory -1: must be 0 or more"),
+        ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--rtol", "nan"], "--rtol nan: expected a number"),
+        ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--build-cache", "/proc/no-such"], "--build-cache /proc/no-such: cannot make"),
     ],
 )
 def test_eval_bad_input_is_one_line(args, says):
@@ -48,6 +52,16 @@ def test_eval_bad_input_is_one_line(args, says):
     assert proc.returncode == 2
     assert says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [(["--port", "99999"], "error: --port 99999: choose a port from 0 to 65535 (0: a free one)"),
+     (["--state", "/proc/no-such", "--level", "mini"], "error: --state /proc/no-such: cannot make or write it (")],
+)  # fmt: skip
+def test_serve_with_a_bad_port_or_state_folder_is_one_line(args, says):
+    proc = kbagent("serve", *args)
+    assert proc.returncode == 2 and proc.stderr.strip().startswith(says) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
 def test_table_renders_a_report(tmp_path):
@@ -58,15 +72,20 @@ def test_table_renders_a_report(tmp_path):
     ok = EvalResult(problem="L1-19_ReLU", level="1", problem_id=19, outcome=Outcome.CORRECT, speedup=2.0)
     ok.ref, ok.new = TimingStats.from_samples([2.0, 2.0, 2.2]), TimingStats.from_samples([1.0, 1.0, 1.1])
     bad = EvalResult(problem="L1-20_LeakyReLU", level="1", problem_id=20, outcome=Outcome.TIMEOUT)
+    noisy = EvalResult(problem="L1-21_Sigmoid", level="1", problem_id=21, outcome=Outcome.CORRECT, speedup=1.03,
+                       extra={"speedup_noisy": True, "speedup_interval": [0.95, 1.12]})  # fmt: skip
+    noisy.ref, noisy.new = TimingStats.from_samples([1.03] * 3), TimingStats.from_samples([1.0] * 3)
     writer = ReportWriter(tmp_path / "r.json", {"solutions": "solutions", "mode": "eager"}, {"gpu": "NVIDIA H100", "torch": "2.11"})
-    writer.add(ok)
-    writer.add(bad)
+    for r in (ok, bad, noisy):
+        writer.add(r)
     proc = kbagent("table", str(tmp_path / "r.json"))
     assert proc.returncode == 0, proc.stderr
     assert "Device: NVIDIA H100; torch 2.11" in proc.stdout
+    assert "reference run as: eager (--mode); models in: the level default mode (--ref-mode)" in proc.stdout
     assert "| L1-19_ReLU | correct | 2 | 1 | 2.000 |" in proc.stdout
     assert "| L1-20_LeakyReLU | timeout | - | - | - |" in proc.stdout
-    assert "2 judged; geomean speedup 2.000; fast_0 50%, fast_1 50%" in proc.stdout
+    assert "| L1-21_Sigmoid | correct | 1.03 | 1 | 1.030 (noisy, 0.95-1.12) |" in proc.stdout
+    assert "3 judged; geomean speedup" in proc.stdout and "Noisy speedups (" in proc.stdout and "): L1-21_Sigmoid." in proc.stdout
 
 
 @pytest.mark.parametrize(

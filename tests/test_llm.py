@@ -378,12 +378,14 @@ def setup_error(settings: LLMSettings) -> str:
 def test_preflight_missing_key_names_the_variable_and_the_option(no_keys, model, says):
     message = setup_error(LLMSettings(model=model))
     assert says in message and "--api-key" in message and "KBAGENT_API_KEY" in message
-    check_llm(LLMSettings(model=model, api_key=KEY))  # a key given: litellm lists the model, nothing is sent
+    litellm = llm_mod._litellm()
+    provider, _ = preflight._provider(litellm, LLMSettings(model=model))
+    preflight._credentials(litellm, LLMSettings(model=model, api_key=KEY), provider)  # a key given: the credentials pass
 
 
 def test_preflight_a_key_in_the_environment_is_enough(no_keys, monkeypatch):
     monkeypatch.setenv("GEMINI_API_KEY", KEY)
-    check_llm(LLMSettings(model="gemini/gemini-2.5-pro"))
+    preflight._credentials(llm_mod._litellm(), LLMSettings(model="gemini/gemini-2.5-pro"), "gemini")
 
 
 @pytest.mark.parametrize(
@@ -400,10 +402,13 @@ def test_preflight_scripted_models_need_nothing(no_keys):
 
 
 def test_preflight_api_base_reachable_passes_closed_port_fails_fast(no_keys):
-    with FakeOpenAIServer(["never asked"]) as server:
-        check_llm(settings_for(server))
-        assert len(server.gets) == 1 and server.gets[0]["path"] == "/v1/models" and server.requests == []
+    with FakeOpenAIServer(["OK"]) as server:
+        check_llm(settings_for(server, temperature=0.3))
+        assert len(server.gets) == 1 and server.gets[0]["path"] == "/v1/models"
         assert server.gets[0]["headers"]["authorization"] == f"Bearer {KEY}"
+        (sent,) = server.requests  # one completion of one token, as the search asks them
+        assert sent["path"] == "/v1/chat/completions" and sent["json"]["max_tokens"] == 1 and sent["json"]["temperature"] == 0.3
+        assert sent["json"]["model"] == "fake-model" and sent["headers"]["authorization"] == f"Bearer {KEY}"
     started = time.monotonic()
     message = setup_error(LLMSettings(model="openai/fake-model", api_base=closed_port_url(), api_key=KEY))
     assert "nothing answers there" in message and "start the server or fix the URL" in message
@@ -418,10 +423,10 @@ def test_preflight_api_base_needs_a_key_for_openai_models(no_keys):
 
 
 def test_preflight_api_base_model_list_catches_an_unknown_model(no_keys):
-    with FakeOpenAIServer(["never asked"], models=["served-a", "served-b"]) as server:
+    with FakeOpenAIServer(["OK"], models=["served-a", "served-b"]) as server:
         check_llm(settings_for(server, model="openai/served-b"))
         message = setup_error(settings_for(server, model="openai/served-c"))
-        assert server.requests == []
+        assert [r["json"]["model"] for r in server.requests] == ["served-b"]  # the unknown one is never asked
     assert "lists no model 'served-c' (it lists served-a, served-b)" in message and "--model openai/served-a" in message
 
 
@@ -431,13 +436,30 @@ def test_preflight_unlisted_model_is_tried_once(no_keys, monkeypatch):
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)  # where litellm sends openai/ models
         message = setup_error(LLMSettings(model="openai/gpt-4o-mni", api_key=KEY))
         assert len(server.requests) == 1 and server.requests[0]["json"]["model"] == "gpt-4o-mni"
-    assert "litellm does not list this model" in message and "does not exist" in message
+    assert "a one-token test request failed (NotFoundError: " in message and "does not exist" in message
     assert "did you mean openai/gpt-4o-mini?" in message
-    for action in ("OK", Status(503, retry_after=0)):  # an answer, or a transient fault: the search goes on
-        with FakeOpenAIServer([action]) as server:
-            monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-            check_llm(LLMSettings(model="openai/brand-new-model", api_key=KEY))
-            assert len(server.requests) == 1
+    with FakeOpenAIServer(["OK"]) as server:  # an answer: the search goes on
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        check_llm(LLMSettings(model="openai/brand-new-model", api_key=KEY))
+        assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("action", "says"),
+    [
+        (Status(404), "NotFoundError: "),
+        (Status(401), "the key was refused: pass --api-key KEY"),
+        (Status(429, retry_after=0), "the provider refuses calls now (rate limit or quota)"),
+        (Status(503, retry_after=0), "check --model and --api-base"),
+    ],
+)
+def test_preflight_any_failure_of_the_test_request_stops_the_run(no_keys, action, says):
+    """A server that answers 404 (or anything but a completion) to every request fails the preflight, after one request."""
+    with FakeOpenAIServer([action]) as server:  # GET /models: 404, as from a server that answers 404 to everything
+        message = setup_error(settings_for(server))
+        assert len(server.requests) == 1 and len(server.gets) == 1
+    assert message.startswith(f"--model openai/fake-model: a one-token test request to {server.base_url} failed (")
+    assert says in message
 
 
 def test_cost_cap_needs_a_price(no_keys):

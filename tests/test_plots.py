@@ -152,3 +152,26 @@ def test_draw_writes_every_figure(tmp_path, runs):
     names = ["fast_p.png", "geomean_vs_phase.png", "speedup_per_phase.png", "speedup_vs_calls.png", "speedup_vs_cost.png"]
     assert sorted(p.name for p in written) == names
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
+
+
+def test_a_small_noisy_move_is_drawn_on_an_axis_that_does_not_magnify_it(tmp_path):
+    import matplotlib.pyplot as plt
+
+    run = make_run(tmp_path, "1", "19_ReLU", {"outcome": "correct", "speedup": 1.026, "node": "p1-i0"}, [1.0, 1.026])
+    made = plots.figures([run])
+    try:
+        for name in ("speedup_per_phase.png", "geomean_vs_phase.png", "speedup_vs_calls.png"):
+            low, high = made[name].axes[0].get_ylim()
+            assert low < 1.0 < 1.026 < high and high / low >= plots.MIN_SPEEDUP_SPAN, (name, low, high)
+        assert "(1 task)" in made["geomean_vs_phase.png"].axes[0].get_title()
+    finally:
+        for fig in made.values():
+            plt.close(fig)
+
+
+def test_the_table_gives_the_geomean_over_the_correct_ones_as_pytest_does(runs):
+    text = plots.table(runs)
+    over_correct = (2.5 * 0.8) ** 0.5  # pytest's summary: correct results only
+    with_failures = (2.5 * 0.8 * 1.0) ** (1 / 3)  # the task with no correct candidate as 1.0
+    assert f"3 tasks, 2 correct; geomean speedup of the best candidates: {over_correct:.3f} over the correct ones" in text
+    assert f"{with_failures:.3f} with no correct one counted as 1.0" in text

@@ -51,6 +51,37 @@ def test_a_printed_node_id_pasted_back_selects_that_item_from_any_folder(pyteste
     assert [line for line in within.stdout.lines if "test_kernel[" in line] == [ids[2]]
 
 
+def test_a_node_id_printed_with_the_dataset_folder_as_rootdir_pastes_back_from_another_folder(pytester):
+    """From a folder without a pytest config, pytest takes ``--dataset``'s folder for its rootdir and names a failed
+    item relative to where it ran: ``FAILED ../..::test_kernel[...]``, a directory with a selection that pytest
+    itself refuses."""
+    (pytester.path / "kb" / "level9").mkdir(parents=True)
+    shutil.copy(TINY / "level9" / "1_TinyLinear.py", pytester.path / "kb" / "level9" / "1_TinyLinear.py")
+    shutil.copy(TINY / "level9" / "1_TinyLinear.py", pytester.path / "kb" / "level9" / "2_TinyToo.py")
+    sols = solutions_with(pytester, {"2_TinyToo": "compile_error"})
+    args = [sys.executable, "-m", "pytest", "-rf", "--level", "9", "--dataset", str(pytester.path / "kb"), "--solutions", sols,
+            "--device", "cpu", "-p", "no:cacheprovider"]  # fmt: skip
+    deep, elsewhere = pytester.path / "a" / "b", pytester.path / "c"
+    deep.mkdir(parents=True)
+    elsewhere.mkdir()
+    run = subprocess.run(args, cwd=deep, capture_output=True, text=True, timeout=300)
+    (failed,) = [line.split()[1] for line in run.stdout.splitlines() if line.startswith("FAILED ")]
+    folder, _, selection = failed.partition("::")  # the rootdir (the common folder of the run's and the dataset's)
+    assert (deep / folder).is_dir() and selection == "test_kernel[L9-2_TinyToo]", run.stdout
+    for cwd in (deep, elsewhere):
+        again = subprocess.run([*args, "--collect-only", "-q", failed], cwd=cwd, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert [line for line in again.stdout.splitlines() if "test_kernel[" in line] == ["::test_kernel[L9-2_TinyToo]"]
+
+
+def test_a_test_file_of_the_users_is_not_taken_for_an_item_of_ours():
+    from pytest_kernelbench.plugin import ITEMS_MODULE, _item_arg
+
+    assert _item_arg("tests/test_mine.py::test_kernel[x]") == "tests/test_mine.py::test_kernel[x]"
+    assert _item_arg("tests/test_mine.py::test_other") == "tests/test_mine.py::test_other"
+    assert _item_arg("../../kb::test_kernel[L1-19_ReLU]") == f"{ITEMS_MODULE}::test_kernel[L1-19_ReLU]"
+
+
 def test_with_a_build_pool_candidates_without_a_build_are_judged_first(pytester):
     """The bundled CPU solutions of mini problems 1-3 build C++ extensions: the pool builds them while 4-10 are judged."""
     def order(*extra):
@@ -77,6 +108,10 @@ def test_collect_kernelbench_level1(pytester):
         (["--solutions", "nowhere", *TINY_ARGS], "ERROR: --solutions nowhere: no such folder*"),
         (["--device", "cuda", *TINY_ARGS], "ERROR: --device cuda: no CUDA device is visible*"),
         (["--device", "cpu", "--kb-timer", "cuda-graph", *TINY_ARGS], "ERROR: --kb-timer cuda-graph needs --device cuda*"),
+        (["--atol", "-1", *TINY_ARGS], "ERROR: --atol -1: must be 0 or more"),
+        (["--kb-max-memory", "-1", *TINY_ARGS], "ERROR: --max-memory/--kb-max-memory -1: must be 0 or more"),
+        (["--min-speedup", "-2", *TINY_ARGS], "ERROR: --min-speedup -2.0: must be 0 or more"),
+        (["--build-cache", "/proc/no-such", *TINY_ARGS], "ERROR: --build-cache /proc/no-such: cannot make or write it (*)*"),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(pytester, args, says):
@@ -117,7 +152,7 @@ def test_the_tolerance_asked_for_is_in_the_header_the_report_and_junit(pytester)
 
 
 def test_baseline_run_writes_json_junit_and_benchmark(pytester, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "200")  # a row on one line: at 80 a "noisy" speedup with its interval wraps the name
+    monkeypatch.setenv("COLUMNS", "200")  # every column of the results table (at 80 the optional ones are left out)
     report, junit, bench = (pytester.path / name for name in ("kb.json", "junit.xml", "bench.json"))
     result = pytester.runpytest_subprocess(
         *TINY_ARGS, "--solutions", "baseline", "--device", "cpu", "-v",
@@ -125,6 +160,8 @@ def test_baseline_run_writes_json_junit_and_benchmark(pytester, monkeypatch):
     )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*L9-1_TinyLinear*correct*", "*kernelbench summary: 1 judged*", "*fast_0*100.0%*"])
+    (head,) = [line for line in result.stdout.lines if line.startswith("Name (time in")]  # pytest-benchmark's table
+    assert head.split()[-4:] == ["Min", "Median", "IQR", "Rounds"] and len(head) < 120, head  # not its ten columns
 
     data = json.loads(report.read_text())
     assert data["finished"] is True and data["options"]["solutions"] == "baseline"

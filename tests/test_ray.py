@@ -1,7 +1,14 @@
 """Judging on a Ray cluster (a local instance on CPU): results stream back, a lost worker is retried."""
 
 import json
+import os
 import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 import torch  # noqa: F401  imported before pytester snapshots sys.modules
@@ -42,3 +49,57 @@ def test_ray_judges_every_item_and_retries_a_lost_worker(pytester, monkeypatch):
     assert marker.is_file()  # the first attempt at 2_TinyB did kill its Ray worker
     outcomes = {r["problem"]: r["outcome"] for r in json.loads(report.read_text())["results"]}
     assert outcomes == {"L9-1_TinyA": "correct", "L9-2_TinyB": "correct", "L9-3_TinyC": "runtime_error"}
+
+
+def _ray_args(address):
+    return ["--level", "mini", "--problems", "1", "--solutions", "baseline", "--device", "cpu", "--ray-address", address,
+            "-p", "no:cacheprovider"]  # fmt: skip
+
+
+def test_a_ray_address_where_nothing_listens_is_one_line_and_exit_4_at_once(pytester):
+    with socket.socket() as sock:  # a loopback port bound, then closed: nothing listens there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess(*_ray_args(f"127.0.0.1:{port}"), timeout=120)
+    assert result.ret == 4 and time.monotonic() - started < 60  # a Python start and pytest's; Ray itself is never asked
+    result.stderr.fnmatch_lines([f"ERROR: --ray-address 127.0.0.1:{port}: nothing answers at 127.0.0.1:{port} (*)*ray start --head*"])
+    assert "Traceback" not in result.stderr.str() and "passed" not in result.stdout.str()
+
+
+def test_a_ray_address_that_answers_but_is_no_ray_is_one_line_within_its_limit_and_sigterm_stops_the_wait(tmp_path):
+    with socket.socket() as server:  # accepts connections (bounded in count) and says nothing: Ray would wait for minutes
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        server.settimeout(1.0)
+        port = server.getsockname()[1]
+        accepted = []
+
+        def accept():
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and len(accepted) < 64:
+                try:
+                    accepted.append(server.accept()[0])
+                except OSError:
+                    continue
+
+        threading.Thread(target=accept, daemon=True).start()
+        cmd = [sys.executable, "-m", "pytest", *_ray_args(f"127.0.0.1:{port}")]
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+        started = time.monotonic()
+        done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 4 and time.monotonic() - started < 90, done.stderr
+        assert f"--ray-address 127.0.0.1:{port}: no Ray cluster answered there within" in done.stderr
+        assert "\n" not in done.stderr.strip(), done.stderr  # that line alone: no warning of Ray's every few seconds
+        before = len(accepted)
+        stopped = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while len(accepted) == before and time.monotonic() - started < 110:  # the second run's probe: Ray is next
+                time.sleep(0.1)
+            time.sleep(2)  # into ray.init's wait
+            stopped.send_signal(signal.SIGTERM)
+            assert stopped.wait(timeout=10) != 0
+        finally:
+            stopped.kill()
+        for conn in accepted:
+            conn.close()

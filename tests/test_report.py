@@ -45,7 +45,7 @@ def test_a_noisy_gain_counts_in_fast_p_only_as_far_as_its_interval_goes_and_is_m
     assert fast_p([noisy, steady], 1) == pytest.approx(1 / 2) and fast_p([noisy, steady], 0) == 1.0
     assert summarize([noisy, steady])["noisy_speedup"] == ["n"]
     text = render_summary([noisy, steady], verbose=True, width=140)
-    assert "1.80x noisy 0.90-3.60" in text and "noisy speedups (not counted as gains in fast_p): n" in text
+    assert "1.80x~ 0.90-3.60" in text and "noisy speedups (x~, not counted as gains in fast_p): n" in text
 
 
 def test_geomean_over_correct_results_only():
@@ -101,7 +101,8 @@ LONG_NAMES = [
 
 def problem_column(text: str) -> str:
     """The rendered results table's first column, its lines joined (a folded name joins up again)."""
-    cells = [line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│") and line.count("│") == 8]
+    header = next(line for line in text.splitlines() if line.startswith("┃"))  # as many bars as the rows
+    cells = [line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│") and line.count("│") == header.count("┃")]
     return "".join(cells)
 
 
@@ -115,6 +116,19 @@ def test_narrow_terminal_wraps_problem_names_never_cuts_them(width):
     for name in LONG_NAMES:
         assert name in column, (name, text)
     assert "runtime_error" in "".join(text.split()).replace("│", "")  # other columns wrap too, whole
+
+
+def test_at_80_columns_a_kernelbench_name_stays_on_one_line_and_the_optional_columns_go_first():
+    noisy = result("L2-17_Conv2d_InstanceNorm_Divide", Outcome.CORRECT, 1.03)
+    noisy.extra.update(speedup_noisy=True, speedup_interval=[0.95, 1.10])
+    failed = result("L1-95_CrossEntropyLoss", Outcome.RUNTIME_ERROR)
+    text = render_summary([noisy, failed], verbose=True, width=80)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert any("L2-17_Conv2d_InstanceNorm_Divide" in line for line in lines) and any("runtime_error" in line for line in lines)
+    header = next(line for line in lines if line.startswith("┃"))
+    assert "stage" not in header and "problem" in header and "speedup" in header and "new ms" in header
+    assert "stage" in render_summary([noisy, failed], verbose=True, width=140)  # all seven where they fit
 
 
 def test_wide_terminal_keeps_each_name_on_one_line():

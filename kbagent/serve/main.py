@@ -46,6 +46,8 @@ def _check(opts: ServeOptions) -> None:
     for problem in [token_problem(opts.token) if opts.token else "", *map(host_problem, opts.allow_hosts)]:
         if problem:
             raise ServeError(problem)
+    if not 0 <= opts.port <= 65535:
+        raise ServeError(f"--port {opts.port}: choose a port from 0 to 65535 (0: a free one)")
     if opts.workers is not None and opts.workers < 1:
         raise ServeError("--workers must be at least 1")
     if opts.queue < 0:
@@ -76,12 +78,14 @@ def _check_openreward(opts: ServeOptions) -> None:
 def _lock_state(folder: Path) -> Any:
     from filelock import FileLock, Timeout
 
-    folder.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(folder / STATE_LOCK))
     try:
+        folder.mkdir(parents=True, exist_ok=True)
         lock.acquire(timeout=0)
     except Timeout:
         raise ServeError(f"--state {folder}: another kbagent serve uses this folder; stop it or choose another --state") from None
+    except OSError as exc:
+        raise ServeError(f"--state {folder}: cannot make or write it ({exc.strerror or exc}); pass a writable folder") from None
     return lock
 
 

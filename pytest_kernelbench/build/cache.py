@@ -67,6 +67,7 @@ class BuildFolder:
     def __enter__(self) -> Path:
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock.acquire()
+        os.utime(self.path)  # used now: pruning removes the least recently used folders first (build/prune.py)
         self._clear_batons()
         return self.path
 

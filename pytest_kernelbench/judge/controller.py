@@ -11,6 +11,7 @@ the whole group is killed before the next evaluation.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,7 +29,7 @@ from ..extra import Extra
 from ..outcome import Outcome
 from ..problems import Problem
 from ..result import EvalResult, TimingStats
-from . import forkserver
+from . import footprint, forkserver
 from .assignment import Assignment, describe_exit, read_tail
 from .procs import child_setup
 from .sandbox import TIMING_ENV
@@ -92,8 +93,9 @@ def supervisor_env(config: EvalConfig) -> dict[str, str]:
         env["PYTHONPYCACHEPREFIX"] = prefix
     env.update(TIMING_ENV)  # the reference's runner thread lives here: the same allocator and threads as a runner process
     # the fork server sizes inputs on the meta device ahead (forkserver.warm_meta: sympy and torch's decompositions, 2 CPU-
-    # seconds on CI's machine) for GPU judges only: a CPU supervisor never sizes them (no memory admission)
-    env[forkserver.WARM_META_ENV] = "1" if config.device == "cuda" else "0"
+    # seconds on CI's machine): every problem is measured there before its judge (footprint.py), and a GPU supervisor
+    # sizes inputs for its memory admission
+    env[forkserver.WARM_META_ENV] = "1"
     return env
 
 
@@ -145,6 +147,14 @@ def evaluate(
     if unavailable:  # no verdict: this machine cannot run the baseline (pytest skips such items before they get here)
         base.outcome, base.message, base.extra = Outcome.HARNESS_ERROR, unavailable, Extra(skipped=unavailable)
         return base
+    if not build_only:  # before the judge starts: a problem whose data cannot fit is no verdict (judge/footprint.py)
+        fitted = footprint.fit(problem, config, _footprint(problem, config))
+        if fitted.skip:
+            base.outcome, base.message, base.extra = Outcome.HARNESS_ERROR, fitted.skip, Extra(skipped=fitted.skip)
+            return base
+        config = fitted.config
+        if fitted.note:
+            base.extra.footprint = fitted.note
     Path(config.build_dir).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kb-eval-") as tmp:
         work = Path(tmp)
@@ -166,7 +176,37 @@ def evaluate(
         result_path = Path(spec.result_path)
         if not why and result_path.exists():
             return _machine_fault(_merge(base, json.loads(result_path.read_text())), config)
-        return _lost(base, why, watcher.stage, proc.returncode, read_tail(log_path, config.log_chars), config)
+        return _lost(base, why, watcher.stage, proc.returncode, read_tail(log_path, config.log_chars), config, problem)
+
+
+def _footprint(problem: Problem, config: EvalConfig) -> footprint.Footprint | None:
+    """The problem's footprint (:mod:`.footprint`), measured once per process in a child like a supervisor; None when
+    not wanted or not known."""
+    if not footprint.wanted(problem, config):
+        return None
+    return footprint.remembered(problem.source, lambda: _measure(problem, config))
+
+
+def _measure(problem: Problem, config: EvalConfig) -> footprint.Footprint | None:
+    with tempfile.TemporaryDirectory(prefix="kb-footprint-") as tmp:
+        path, log_path = Path(tmp) / "problem.py", Path(tmp) / "footprint.log"
+        path.write_text(problem.source)
+        env = supervisor_env(config)
+        with log_path.open("wb") as log:
+            proc: subprocess.Popen | forkserver.ForkedProcess | None = None
+            if config.worker_start == "forkserver":
+                with contextlib.suppress(OSError, forkserver.ForkServerError):
+                    proc = forkserver.server_for(env).spawn(str(path), str(log_path), tmp, 0, entry=footprint.__name__)
+            if proc is None:
+                proc = subprocess.Popen([sys.executable, "-m", footprint.__name__, str(path)], stdin=subprocess.DEVNULL, stdout=log,
+                                        stderr=subprocess.STDOUT, cwd=tmp, env=env, start_new_session=True)  # fmt: skip
+            try:
+                proc.wait(timeout=footprint.CHILD_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+            finally:
+                _kill_group(proc)
+        return footprint.read_child(path)
 
 
 def _watch(proc, watcher: _StatusWatcher, config: EvalConfig, stop: threading.Event | None) -> str:
@@ -183,9 +223,15 @@ def _watch(proc, watcher: _StatusWatcher, config: EvalConfig, stop: threading.Ev
     return ""
 
 
-def _lost(base: EvalResult, why: str, stage: str, returncode: int | None, log_tail: str, config: EvalConfig) -> EvalResult:
-    """A result for an evaluation whose supervisor did not write one."""
+def _lost(base: EvalResult, why: str, stage: str, returncode: int | None, log_tail: str, config: EvalConfig,
+          problem: Problem) -> EvalResult:
+    """A result for an evaluation whose supervisor did not write one. A supervisor killed by SIGKILL that nobody here
+    sent is the kernel's out-of-memory killer at work: no verdict on the candidate, a skip that says so."""
     base.stage = stage
+    if not why and returncode == -signal.SIGKILL:
+        line = footprint.killed(problem, _footprint(problem, config), stage)
+        base.outcome, base.message, base.extra = Outcome.HARNESS_ERROR, line, Extra.from_dict({**base.extra.to_dict(), "skipped": line})
+        return base
     tail = f"\n--- supervisor log tail ---\n{log_tail}" if log_tail.strip() else ""
     if why == "timeout":
         base.outcome = Outcome.TIMEOUT
@@ -223,7 +269,7 @@ def _merge(base: EvalResult, found: dict) -> EvalResult:
     base.stage_seconds = {k: round(v, 4) for k, v in found.get("stage_seconds", {}).items()}
     base.max_abs_diff = found.get("max_abs_diff")
     base.trials = found.get("trials", 0)
-    base.extra = Extra.from_dict(found.get("extra"))
+    base.extra = Extra.from_dict({**base.extra.to_dict(), **(found.get("extra") or {})})
     samples = found.get("samples")
     if base.outcome is Outcome.CORRECT and samples:
         base.ref = TimingStats.from_samples(samples["ref"])

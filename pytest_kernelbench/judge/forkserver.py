@@ -32,8 +32,10 @@ from typing import Any
 
 from .procs import child_setup
 
-PRELOAD = ("torch", "filelock", "pytest_kernelbench.judge.supervisor.evaluation", "pytest_kernelbench.build.cache",
-           "pytest_kernelbench.build.pch", "pytest_kernelbench.candidates", "torch.profiler")
+# What a forked child may run besides a supervisor: the footprint measurement before a judge (judge/footprint.py).
+ENTRIES = ("pytest_kernelbench.judge.supervisor.evaluation", "pytest_kernelbench.judge.footprint")
+PRELOAD = ("torch", "filelock", *ENTRIES, "pytest_kernelbench.build.cache", "pytest_kernelbench.build.pch",
+           "pytest_kernelbench.candidates", "torch.profiler")
 
 
 class ForkedProcess:
@@ -112,14 +114,15 @@ class ForkServer:
             self._live.clear()
             self._changed.notify_all()
 
-    def spawn(self, spec_path: str, log_path: str, cwd: str, limit_bytes: int, timeout: float = 600.0) -> ForkedProcess:
-        """Fork a supervisor for ``spec_path``; the first call waits for the server's imports."""
+    def spawn(self, spec_path: str, log_path: str, cwd: str, limit_bytes: int, timeout: float = 600.0, entry: str = "") -> ForkedProcess:
+        """Fork a supervisor for ``spec_path`` (or another of :data:`ENTRIES`'s ``main``); the first call waits for the
+        server's imports."""
         with self._changed:
             if self._dead:
                 raise ForkServerError("the fork server has exited")
             rid = self._next_id
             self._next_id += 1
-            request = {"id": rid, "spec": spec_path, "log": log_path, "cwd": cwd, "limit": limit_bytes}
+            request = {"id": rid, "spec": spec_path, "log": log_path, "cwd": cwd, "limit": limit_bytes, "entry": entry}
             assert self._proc.stdin is not None
             try:
                 self._proc.stdin.write((json.dumps(request) + "\n").encode())
@@ -201,10 +204,13 @@ def _fork_supervisor(request: dict[str, Any], reply_fd: int, server_pid: int) ->
         os.chdir(request["cwd"])
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        from pytest_kernelbench.judge.supervisor.evaluation import main
+        import importlib
 
-        sys.argv = ["pytest_kernelbench.judge.supervisor", request["spec"]]
-        code = main(sys.argv)
+        entry = request.get("entry") or ENTRIES[0]
+        if entry not in ENTRIES:
+            raise ValueError(f"not an entry of the fork server: {entry}")
+        sys.argv = [entry, request["spec"]]
+        code = importlib.import_module(entry).main(sys.argv)
     except BaseException:  # noqa: BLE001 - reported through the log; the parent sees the exit code
         import traceback
 

@@ -12,15 +12,26 @@ Every node needs this package (and torch) importable, as on the driver.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib.util
+import logging
+import os
+import socket
+import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from ..candidates import Candidate
 from ..config import EvalConfig
+from ..errors import KernelBenchUsageError
 from ..problems import Problem
 from ..result import EvalResult
 
 NODE_LOSS_RETRIES = 3
+CONNECT_SECONDS = 15.0  # ray.init against a cluster's address, at most (a port that answers but is no Ray: Ray waits minutes)
+PROBE_SECONDS = 5.0  # a TCP connection to the address first: nothing listening is said at once
 
 
 def _evaluate_task(problem: dict[str, Any], candidate: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
@@ -33,6 +44,92 @@ def _evaluate_task(problem: dict[str, Any], candidate: dict[str, Any], config: d
     return evaluate(Problem(**problem), Candidate(**candidate), cfg).to_dict()
 
 
+def connect(address: str, timeout: float = CONNECT_SECONDS) -> None:
+    """Connect this process to the cluster at ``address`` (``auto`` or ``HOST:PORT``; ``local`` starts one later, on first
+    use), or a :class:`KernelBenchUsageError` of one line: Ray not installed, no cluster found, nothing listening there,
+    or no Ray answering within ``timeout``. ``ray.init`` runs in a helper thread while this one waits, so that SIGTERM
+    and Ctrl-C stop the wait (Ray's connection loop, in C++, keeps neither from the main thread otherwise)."""
+    if importlib.util.find_spec("ray") is None:
+        raise KernelBenchUsageError(f"--ray-address {address}: Ray is not installed here; pip install 'ray>=2.30'")
+    if address == "local":
+        return
+    import ray
+
+    if ray.is_initialized():
+        return
+    _probe(address, _bootstrap(address))
+    found: dict[str, BaseException] = {}
+
+    def init() -> None:
+        quiet = logging.getLogger("ray")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)  # "SIGTERM handler is not set ...": on purpose, SIGTERM keeps its default here
+        try:
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+        except BaseException as exc:  # noqa: BLE001 - said in the main thread
+            found["error"] = exc
+        finally:
+            quiet.setLevel(level)
+
+    thread = threading.Thread(target=init, name="kb-ray-connect", daemon=True)
+    with _quiet_stderr():  # Ray's C++ client warns every few seconds while it waits: the outcome is said in one line
+        thread.start()
+        thread.join(timeout)
+    if thread.is_alive():
+        raise KernelBenchUsageError(f"--ray-address {address}: no Ray cluster answered there within {timeout:g} s; check the "
+                                    "address (ray status on the head node prints it)")  # fmt: skip
+    if "error" in found:
+        raise KernelBenchUsageError(f"--ray-address {address}: {_one_line(found['error'])}")
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to /dev/null while the block runs (this thread only waits meanwhile)."""
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
+def _bootstrap(address: str) -> str:
+    """``HOST:PORT`` of the cluster: the address itself, or the one Ray finds for ``auto`` (RAY_ADDRESS, a running local cluster)."""
+    if address != "auto":
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise KernelBenchUsageError(f"--ray-address {address}: expected auto, local or HOST:PORT (e.g. 10.0.0.5:6379)")
+        return address
+    from ray._private.services import canonicalize_bootstrap_address
+
+    try:
+        found = canonicalize_bootstrap_address(address)
+    except Exception as exc:  # noqa: BLE001 - Ray's ConnectionError: no cluster found
+        raise KernelBenchUsageError(f"--ray-address auto: {_one_line(exc)}; start one with ray start --head, or pass "
+                                    "HOST:PORT or local") from None  # fmt: skip
+    if not found:
+        raise KernelBenchUsageError("--ray-address auto: no running Ray cluster found; start one with ray start --head, or pass local")
+    return found
+
+
+def _probe(address: str, bootstrap: str) -> None:
+    host, _, port = bootstrap.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_SECONDS).close()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise KernelBenchUsageError(f"--ray-address {address}: nothing answers at {bootstrap} ({why}); start the cluster "
+                                    "(ray start --head), or pass local for one in this process") from None  # fmt: skip
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:300]
+
+
 class RayEvaluator:
     def __init__(self, address: str, config: EvalConfig):
         import ray
@@ -42,7 +139,7 @@ class RayEvaluator:
             if address == "local":
                 ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
             else:
-                ray.init(address=address, log_to_driver=False, configure_logging=False)
+                connect(address)
         gpus = 1 if config.device == "cuda" else 0
         self._task = ray.remote(num_gpus=gpus, num_cpus=1, max_retries=NODE_LOSS_RETRIES, retry_exceptions=False)(_evaluate_task)
         self._config = config.to_dict()

@@ -7,6 +7,7 @@ arguments, so a run works from any folder with no test file of the user's.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -16,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from ..build.pool import Prebuilder, default_build_jobs, judging_order
+from ..build.prune import caps_gb
 from ..candidates import BASELINE, Candidate, candidate_paths, find_candidate
-from ..config import EvalConfig, add_judge_options, judge_values, mode_unavailable, pick_device
+from ..config import EvalConfig, add_judge_options, check_folders, judge_values, mode_unavailable, pick_device
 from ..errors import KernelBenchUsageError
 from ..problems import Problem, dataset_specs, load_subset, parse_id_ranges, parse_levels, select_problems
 from ..report import progress
@@ -27,7 +29,7 @@ from ..result import EvalResult
 
 if TYPE_CHECKING:
     from ..judge.remote import RayEvaluator
-from . import benchmark_bridge, op_suite
+from . import benchmark_bridge, op_suite, resume
 from .session import KernelBenchSession, result_key, session_key
 from .sharding import shard
 
@@ -65,6 +67,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     # The judge's own options (device, timeout, tolerances, timer, sandbox, ...): one table, shared with kbagent.
     add_judge_options(group.addoption, pytest=True, leave_out=frozenset({"--timeout"}) if _HAS_PYTEST_TIMEOUT else frozenset())
     group.addoption("--kb-report", dest="kb_report", help="write every result and the run's metadata to this JSON file")
+    resume.add_option(group)
     group.addoption("--min-speedup", dest="kb_min_speedup", type=float, default=0.0, help="fail correct items slower than this")
     group.addoption(
         "--kb-progress",
@@ -133,12 +136,28 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
     if values.get("trials", 1) < 1:
         raise KernelBenchUsageError("--trials must be at least 1")
     eval_config = EvalConfig(device_index=_device_index(config), **values)
+    check_folders(eval_config)
+    caps_gb()  # KB_CACHE_CAPS read now: a bad one is one line before any work
     _check_sandbox(eval_config)
     if (config.getoption("kb_build_jobs") or 0) < 0:
         raise KernelBenchUsageError("--build-jobs must be 0 (off) or more")
+    if not config.getoption("kb_min_speedup") >= 0:
+        raise KernelBenchUsageError(f"--min-speedup {config.getoption('kb_min_speedup')}: must be 0 or more")
+    if not config.getoption("kb_progress_interval") >= 0:  # 0: a line after every result
+        raise KernelBenchUsageError(f"--kb-progress-interval {config.getoption('kb_progress_interval')}: must be 0 seconds or more")
+    _check_ray(config)
     if op_suite.requested(config):  # BackendBench-style: ATen ops are the items
         return KernelBenchSession([], BASELINE, eval_config, config.getoption("kb_min_speedup"), op_suite.build(config, eval_config))
     return KernelBenchSession(problems, _solutions(config), eval_config, config.getoption("kb_min_speedup"))
+
+
+def _check_ray(config: pytest.Config) -> None:
+    """``--ray-address``: a cluster that answers, connected now (xdist workers connect on first use), or one line."""
+    address = config.getoption("kb_ray_address")
+    if address and not hasattr(config, "workerinput"):
+        from ..judge.remote import connect
+
+        connect(address)
 
 
 def _check_sandbox(config: EvalConfig) -> None:
@@ -161,20 +180,28 @@ def _report_writer(config: pytest.Config, session: KernelBenchSession) -> Report
         **session.eval_config.public(),
         **(op_suite.report_options(session.suite) if session.suite else {}),
     }
-    return ReportWriter(config.getoption("kb_report"), options, environment(session.eval_config.device_label))
+    writer = ReportWriter(config.getoption("kb_report"), options, environment(session.eval_config.device_label))
+    writer.keep(resume.earlier_results(config, options))
+    resume.check_writable(writer)
+    return writer
 
 
-_ITEM_ID = re.compile(r"^(?:.*(?:kernel|op)_items\.py)?(::test_(kernel|op)(?:\[.*\])?)$")
+_ITEM_ID = re.compile(r"^(.*?)(::test_(kernel|op)(?:\[.*\])?)$")
 
 
 def _item_arg(arg: str) -> str:
-    """A node id of one of our items as pytest prints it (``::test_kernel[L1-19_ReLU]`` when run outside
-    this package's folder, ``.../kernel_items.py::test_kernel[...]`` inside it), pasted back from any
-    folder: the same item of the items module. Any other argument is returned unchanged."""
+    """A node id of one of our items as pytest prints it, pasted back from any folder: the same item of the items
+    module. pytest prints ``::test_kernel[L1-19_ReLU]`` outside this package's folder, ``.../kernel_items.py::...``
+    inside it, and, where an option's path became its rootdir (``--dataset`` from a folder without a pytest config),
+    that folder's path relative to where it ran (``../../data/kernelbench::test_kernel[...]``). Any other argument,
+    a ``::test_kernel`` of a test file of the user's included, is returned unchanged."""
     found = _ITEM_ID.match(arg)
     if not found:
         return arg
-    return f"{ITEMS_MODULE if found.group(2) == 'kernel' else op_suite.OP_ITEMS_MODULE}{found.group(1)}"
+    path = found.group(1)
+    if path.endswith(".py") and not path.endswith(("kernel_items.py", "op_items.py")):
+        return arg
+    return f"{ITEMS_MODULE if found.group(3) == 'kernel' else op_suite.OP_ITEMS_MODULE}{found.group(2)}"
 
 
 def _device_index(config: pytest.Config) -> int:
@@ -213,11 +240,16 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         config.args[:] = [items]
     if not hasattr(config, "workerinput"):  # xdist workers send their reports to the controller
-        config.pluginmanager.register(ResultReporter(session, _report_writer(config, session)), "kernelbench-reporter")
+        try:
+            writer = _report_writer(config, session)
+        except KernelBenchUsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        config.pluginmanager.register(ResultReporter(session, writer), "kernelbench-reporter")
     if session.suite is not None:
         op_suite.configure(config)
     if config.pluginmanager.hasplugin("benchmark"):
         config.pluginmanager.register(benchmark_bridge, "kernelbench-benchmark-bridge")
+        benchmark_bridge.narrow_table(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -300,6 +332,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if names is not None and "kb_problem" in names and "benchmark" not in names:
                 names.append("benchmark")
     kb = config.stash.get(session_key, None)
+    if kb is not None:
+        resume.deselect_judged(config, items)
     if kb is not None and _pool_jobs(config, kb):  # the same order on every xdist worker: a pure function of the files
         planned = [_planned_candidate(item, kb) for item in items]
         items[:] = [items[i] for i in judging_order(planned)]
@@ -399,6 +433,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     remote = session.config.stash.get(remote_key, None)
     if remote is not None:
         remote.close()
+    kb = session.config.stash.get(session_key, None)
+    if kb is not None and not hasattr(session.config, "workerinput"):
+        from ..build.prune import enforce_caps
+
+        with contextlib.suppress(OSError):  # each cache within its cap (KB_CACHE_CAPS; kbagent cache info)
+            enforce_caps(kb.eval_config.build_dir, kb.eval_config.pch_dir)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -418,13 +458,25 @@ class ResultReporter:
         self.session = session
         self.writer = writer
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if session.items and not session.config.getoption("collectonly"):  # none on an xdist controller: see below
+            self.writer.select([i for i in (resume.item_id(item.nodeid) for item in session.items) if i])
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if not self.writer.selected and not node.config.getoption("collectonly"):
+            self.writer.select([i for i in map(resume.item_id, ids) if i])
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "kb_result", None)
         if data:
             self.writer.add(EvalResult.from_dict(data))
+        resume.record(self.writer, report)
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
         self.writer.close()
+        for line in resume.summary_lines(self.writer):
+            terminalreporter.write_line(line)
         if not self.writer.results:
             return
         tw = terminalreporter._tw

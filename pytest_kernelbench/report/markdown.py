@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..result import EvalResult
-from .summary import summarize
+from .summary import is_noisy, summarize
 from .text import printable
 
 
@@ -20,8 +20,8 @@ def report_table(data: dict[str, Any], results: list[EvalResult]) -> str:
     lines = [
         f"Device: {device}; torch {env.get('torch', '?')}"
         + (f", CUDA {env['cuda']}" if env.get("cuda") else "")
-        + f"; candidates: {opts.get('solutions', '?')}; reference mode: {opts.get('mode', 'eager')}; "
-        f"report created {data.get('created', '?')}",
+        + f"; candidates: {opts.get('solutions', '?')}; reference run as: {opts.get('mode', 'eager')} (--mode); "
+        f"models in: {opts.get('ref_mode') or 'the level default'} mode (--ref-mode); report created {data.get('created', '?')}",
         "",
         "| problem | outcome | reference ms (median) | candidate ms (median) | speedup | spread (IQR/median, cand.) | rounds |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
@@ -31,13 +31,27 @@ def report_table(data: dict[str, Any], results: list[EvalResult]) -> str:
         flag = " (near-constant output)" if r.extra.suspect_constant_output else ""
         lines.append(
             f"| {printable(r.problem)}{flag} | {r.outcome.value} | {_num(r.ref_ms, '.4g')} | {_num(r.new_ms, '.4g')} | "
-            f"{_num(r.speedup, '.3f')} | {_num(spread, '.1%')} | {r.new.rounds if r.new else '-'} |"
+            f"{_speedup(r)} | {_num(spread, '.1%')} | {r.new.rounds if r.new else '-'} |"
         )
     stats = summarize(results)
     geo = stats["geomean_speedup"]
     fast = ", ".join(f"{k} {v:.0%}" for k, v in stats["fast_p"].items())
     lines += ["", f"{stats['total']} judged; geomean speedup {_num(geo, '.3f')}; {fast}."]
+    if stats["noisy_speedup"]:
+        lines.append(f"Noisy speedups (their timing cannot tell them from 1.0 or from a process's offset; not gains in fast_p): "
+                     f"{', '.join(stats['noisy_speedup'])}.")  # fmt: skip
+    if data.get("pending"):
+        lines.append(f"Unfinished run: {len(data['pending'])} selected items have no result ({', '.join(data['pending'][:10])}).")
     return "\n".join(lines) + "\n"
+
+
+def _speedup(r: EvalResult) -> str:
+    """The speedup, and for a noisy one that it is, with its interval."""
+    if r.speedup is None or not is_noisy(r):
+        return _num(r.speedup, ".3f")
+    low, high = (r.extra.speedup_interval or [None, None])[:2]
+    span = f", {low:.2f}-{high:.2f}" if low is not None and high is not None else ""
+    return f"{r.speedup:.3f} (noisy{span})"
 
 
 def _geomean(values: list[float]) -> float | None:

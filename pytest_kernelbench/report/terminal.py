@@ -24,24 +24,7 @@ def render_summary(results: list[EvalResult], *, verbose: bool, width: int = 100
     console = Console(file=buffer, width=width, force_terminal=color, color_system="standard" if color else None)
     stats = summarize(results)
     if verbose:
-        rows = Table(title="kernelbench results", show_lines=False)
-        for column in ("problem", "outcome", "ref ms", "new ms", "speedup", "reward", "stage"):
-            # fold, never "…": in a narrow terminal (CI logs: 80 columns) a long name wraps onto more lines
-            justify = "right" if "ms" in column or column in ("speedup", "reward") else "left"
-            rows.add_column(column, justify=justify, overflow="fold")
-        for r in results:
-            style = _STYLE.get(r.outcome.value, "yellow")
-            suspect = " [yellow](near-constant output: speedup suspect)[/]" if r.extra.suspect_constant_output else ""
-            rows.add_row(
-                markup(r.problem) + suspect,
-                f"[{style}]{r.outcome.value}[/]",
-                _ms(r.ref_ms),
-                _ms(r.new_ms),
-                _speedup(r),
-                "-" if r.reward is None else f"{r.reward:+.2f}",
-                "" if r.correct else markup(r.stage),
-            )
-        console.print(rows)
+        console.print(_results_table(results, console, width))
     table = Table(title=f"kernelbench summary: {stats['total']} judged")
     table.add_column("outcome", overflow="fold")
     table.add_column("count", justify="right", overflow="fold")
@@ -61,8 +44,42 @@ def render_summary(results: list[EvalResult], *, verbose: bool, width: int = 100
         )
     if stats["noisy_speedup"]:
         noisy = ", ".join(map(markup, stats["noisy_speedup"]))
-        console.print(f"[yellow]noisy speedups (not counted as gains in fast_p):[/] {noisy}", highlight=False)
+        console.print(f"[yellow]noisy speedups (x~, not counted as gains in fast_p):[/] {noisy}", highlight=False)
     return buffer.getvalue()
+
+
+_COLUMNS = ("problem", "outcome", "ref ms", "new ms", "speedup", "reward", "stage")
+_DROPPED_FIRST = ("stage", "reward", "ref ms")  # where the rows are wider than the terminal: the stage is in the failure's
+# message, the reward follows from the outcome and speedup, the reference's time from the two others
+
+
+def _results_table(results: list[EvalResult], console: Console, width: int) -> Table:
+    """Per-item rows; columns left out (:data:`_DROPPED_FIRST`) while the rows are wider than ``width``, so that a name
+    stays on one line in a CI log's 80 columns; beyond that every column folds, never "…"."""
+    columns = list(_COLUMNS)
+    table = _rows(results, columns)
+    unbounded = console.options.update_width(10 * width)
+    for name in _DROPPED_FIRST:
+        if console.measure(table, options=unbounded).maximum <= width:
+            break
+        columns.remove(name)
+        table = _rows(results, columns)
+    return table
+
+
+def _rows(results: list[EvalResult], columns: list[str]) -> Table:
+    table = Table(title="kernelbench results", show_lines=False)
+    for column in columns:
+        justify = "right" if "ms" in column or column in ("speedup", "reward") else "left"
+        table.add_column(column, justify=justify, overflow="fold")
+    for r in results:
+        style = _STYLE.get(r.outcome.value, "yellow")
+        suspect = " [yellow](near-constant output: speedup suspect)[/]" if r.extra.suspect_constant_output else ""
+        cells = {"problem": markup(r.problem) + suspect, "outcome": f"[{style}]{r.outcome.value}[/]", "ref ms": _ms(r.ref_ms),
+                 "new ms": _ms(r.new_ms), "speedup": _speedup(r), "reward": "-" if r.reward is None else f"{r.reward:+.2f}",
+                 "stage": "" if r.correct else markup(r.stage)}  # fmt: skip
+        table.add_row(*(cells[c] for c in columns))
+    return table
 
 
 def _speedup(result: EvalResult) -> str:
@@ -71,7 +88,7 @@ def _speedup(result: EvalResult) -> str:
     if is_noisy(result):
         low, high = (result.extra.speedup_interval or [None, None])[:2]
         span = f" {low:.2f}-{high:.2f}" if low is not None and high is not None else ""
-        return f"[yellow]{result.speedup:.2f}x noisy{span}[/]" + _capped(result)
+        return f"[yellow]{result.speedup:.2f}x~{span}[/]" + _capped(result)
     return f"{result.speedup:.2f}x" + _capped(result)
 
 

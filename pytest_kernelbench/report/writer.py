@@ -61,23 +61,60 @@ def _torch_version_file() -> dict[str, str]:
 
 
 class ReportWriter:
+    """The report of one run. ``pending``: the selected items (:meth:`select`) that have not run yet, neither judged
+    nor skipped nor failed outside the judge; ``finished`` is true once the run ended (:meth:`close`) with none."""
+
     def __init__(self, path: str | os.PathLike[str] | None, options: dict[str, Any], env: dict[str, Any]):
         self.path = Path(path) if path else None
         self.options = options
         self.env = env
         self.results: list[EvalResult] = []
         self.created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        self.finished = False
+        self.closed = False
+        self.selected: list[str] = []
+        self.skipped: dict[str, str] = {}  # item id -> why (no candidate, too big for this machine, ...)
+        self.errors: set[str] = set()  # items that failed without a result (a fixture's error)
+        self.resumed = 0  # results kept from the report this run resumes (--kb-resume)
 
     def add(self, result: EvalResult) -> None:
         self.results.append(result)
         self.write()
+
+    def keep(self, results: list[EvalResult]) -> None:
+        """Results of an earlier run of this report, kept as they are (``--kb-resume``)."""
+        self.results[:0] = results
+        self.resumed = len(results)
+
+    def select(self, ids: list[str]) -> None:
+        """The items this run selected, in order."""
+        self.selected = list(dict.fromkeys(ids))
+        self.write()
+
+    def skip(self, item: str, why: str) -> None:
+        self.skipped[item] = why
+        self.write()
+
+    def error(self, item: str) -> None:
+        self.errors.add(item)
+        self.write()
+
+    @property
+    def pending(self) -> list[str]:
+        done = {r.problem for r in self.results} | set(self.skipped) | self.errors
+        return [item for item in self.selected if item not in done]
+
+    @property
+    def finished(self) -> bool:
+        return self.closed and not self.pending
 
     def document(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
             "created": self.created,
             "finished": self.finished,
+            "pending": self.pending,
+            "skipped": self.skipped,
+            **({"resumed": self.resumed} if self.resumed else {}),
             "options": self.options,
             "environment": self.env,
             "summary": summarize(self.results),
@@ -93,7 +130,7 @@ class ReportWriter:
         os.replace(tmp, self.path)
 
     def close(self) -> None:
-        self.finished = True
+        self.closed = True
         self.write()
 
 

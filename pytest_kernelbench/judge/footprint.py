@@ -1,0 +1,265 @@
+"""Before a judge starts: whether the problem's data fits this machine's memory.
+
+A supervisor that runs out of host memory is killed by the kernel (SIGKILL, no result). So before an
+evaluation starts, the problem is measured where nothing is allocated: its inputs made by ``get_inputs()``
+and its Model built on the meta device, and the reference called on them for its outputs' shapes and
+dtypes (an input set's size stands in for the outputs when that call does not run on meta within
+:data:`MEASURE_SECONDS`). The judge holds several copies of that data at once (:data:`JUDGE_COPIES`);
+their sum, with :data:`MARGIN_BYTES` for the processes themselves, is compared with the memory free for
+it: ``MemAvailable`` of ``/proc/meminfo`` (and the cgroup's limit, where one is set) for a CPU judge,
+the GPU's total memory for a GPU judge (free memory there comes and goes with other judges, whose
+admission :mod:`.locking` handles). A problem that does not fit is skipped with one line naming the
+size and the way out; one that fits only without a timing round's extra calls gets one call a round.
+
+Problems are trusted code, yet they run where a judge runs them, never in the process that drives the run: the
+controller measures each one once in a child of the fork server (:mod:`.forkserver`, entry :func:`main`) or a
+fresh interpreter, and remembers it (:func:`remembered`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..config import EvalConfig
+
+GIB = 1 << 30
+MARGIN_BYTES = GIB  # three interpreters that imported torch, the allocator's slack
+MEASURE_SECONDS = 10.0  # building and calling the reference on meta tensors (an LSTM's meta call took 20-56 s)
+CHILD_SECONDS = 2 * MEASURE_SECONDS + 20  # the child that measures, at most: its start, both steps, its answer
+ROUND_EXTRA_BYTES = 3 * (256 << 20)  # a GPU timing round's further calls: each side's buffer (ROUND_BYTES) and fresh inputs
+SHIFT_MAX = GIB  # a GPU time phase's room for moving inputs, per side (supervisor.SHIFT_MAX)
+SKIP_LEVELS = ("4",)  # Hugging Face models: building one may fetch weights
+
+
+@dataclasses.dataclass(frozen=True)
+class Copies:
+    """How many of each the judge holds at its peak."""
+
+    inputs: int
+    outputs: int
+    params: int
+
+
+# The supervisor's fresh input set and each side's shared buffer (inputs and an output slot); each runner's own
+# output before it is copied into its slot, and its model.
+JUDGE_COPIES = Copies(inputs=3, outputs=4, params=2)
+
+
+@dataclasses.dataclass(frozen=True)
+class Footprint:
+    """Bytes of one input set, of the reference's outputs and of its parameters and buffers."""
+
+    inputs: int
+    outputs: int
+    params: int
+    outputs_measured: bool = True
+
+    def need(self, copies: Copies = JUDGE_COPIES) -> int:
+        return copies.inputs * self.inputs + copies.outputs * self.outputs + copies.params * self.params + MARGIN_BYTES
+
+
+@dataclasses.dataclass(frozen=True)
+class Fit:
+    """The verdict before judging: ``skip`` (one line) when the problem cannot fit, else the config to judge with."""
+
+    config: EvalConfig
+    skip: str = ""
+    note: str = ""  # set when the config was changed to fit
+
+
+def gib(n: float) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+# ---------------------------------------------------------------- measuring a problem (in a child of the fork server)
+
+
+class _TooSlow(BaseException):
+    """Raised when the time for a step is up (a BaseException: the problem's own handlers let it pass)."""
+
+
+_cache: dict[str, Footprint | None] = {}
+_cache_lock = threading.Lock()
+
+
+def remembered(source: str, measure: Callable[[], Footprint | None]) -> Footprint | None:
+    """The footprint of ``source``, measured once per process by ``measure`` (the controller's child process)."""
+    key = hashlib.sha256(source.encode()).hexdigest()
+    with _cache_lock:
+        if key not in _cache:
+            _cache[key] = measure()
+        return _cache[key]
+
+
+def measure_here(source: str) -> Footprint | None:
+    """The problem's footprint from shapes alone, measured in this process (its main thread); None when its inputs or
+    model cannot be made on the meta device in time."""
+    import torch
+
+    from .shrink import _module, _tensors
+
+    def nbytes(values: Any) -> int:
+        return sum(t.numel() * t.element_size() for t in _tensors(values))
+
+    try:
+        with _module(source) as module, torch.device("meta"), torch.no_grad():
+            with _time_limit(MEASURE_SECONDS):
+                torch.manual_seed(0)
+                inputs = list(module.get_inputs())
+                model = module.Model(*module.get_init_inputs())
+            if any(t.device.type != "meta" for t in _tensors(inputs)):
+                return None  # made on a device of its own choosing: real memory, not a shape
+            try:
+                with _time_limit(MEASURE_SECONDS):
+                    outputs, measured = nbytes(model(*inputs)), True
+            except (Exception, _TooSlow):  # noqa: BLE001 - an op with no meta kernel, a slow one: an input set stands in
+                outputs, measured = nbytes(inputs), False
+            return Footprint(nbytes(inputs), outputs, nbytes([*model.parameters(), *model.buffers()]), measured)
+    except (Exception, _TooSlow):  # noqa: BLE001 - a problem that cannot be sized without data, or not in time
+        return None
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """:class:`_TooSlow` raised in this (main) thread once ``seconds`` have passed."""
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _TooSlow
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m pytest_kernelbench.judge.footprint PROBLEM.py`` (or a child of the fork server): the footprint of
+    the problem in ``PROBLEM.py.json``, ``null`` when it cannot be measured."""
+    path = Path(argv[1])
+    found = measure_here(path.read_text())
+    out = path.with_name(path.name + ".json")
+    out.with_suffix(".tmp").write_text(json.dumps(dataclasses.asdict(found) if found else None))
+    os.replace(out.with_suffix(".tmp"), out)
+    return 0
+
+
+def read_child(path: Path) -> Footprint | None:
+    """What :func:`main` wrote for the problem at ``path`` (None when nothing was)."""
+    try:
+        data = json.loads(path.with_name(path.name + ".json").read_text())
+    except (OSError, ValueError):
+        return None
+    return Footprint(**data) if isinstance(data, dict) else None
+
+
+# ---------------------------------------------------------------- the memory there is
+
+
+def host_available() -> int | None:
+    """Bytes of host memory a new process may take: ``MemAvailable``, within the cgroup's limit where one is set."""
+    try:
+        found = re.search(r"^MemAvailable:\s+(\d+) kB", Path("/proc/meminfo").read_text(), re.M)
+    except OSError:
+        return None
+    if not found:
+        return None
+    available = int(found.group(1)) * 1024
+    room = _cgroup_room()
+    return min(available, room) if room is not None else available
+
+
+def _cgroup_room() -> int | None:
+    """The cgroup (v2) limit less its usage, for this process's cgroup; None without a limit."""
+    try:
+        line = next(line for line in Path("/proc/self/cgroup").read_text().splitlines() if line.startswith("0::"))
+        folder = Path("/sys/fs/cgroup") / line[3:].lstrip("/")
+        limit = (folder / "memory.max").read_text().strip()
+        if limit == "max":
+            return None
+        return max(0, int(limit) - int((folder / "memory.current").read_text()))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+def device_capacity(index: int) -> int | None:
+    """The GPU's total memory (no CUDA context is made for it)."""
+    try:
+        import torch
+
+        return int(torch.cuda.get_device_properties(index).total_memory)
+    except Exception:  # noqa: BLE001 - no CUDA here
+        return None
+
+
+# ---------------------------------------------------------------- the decision
+
+
+def wanted(problem: Any, config: EvalConfig) -> bool:
+    """Whether ``problem`` is measured before it is judged with ``config``: not with ``--device cpu-check`` (it scales
+    sizes down), not level 4 (Hugging Face models), not with ``KB_FOOTPRINT=0``."""
+    return config.device != "cpu-check" and problem.level not in SKIP_LEVELS and os.environ.get("KB_FOOTPRINT", "1") != "0"
+
+
+def fit(problem: Any, config: EvalConfig, found: Footprint | None) -> Fit:
+    """Whether ``problem`` (a :class:`~pytest_kernelbench.problems.Problem`) whose footprint is ``found`` (None: not
+    known, judged as asked) can be judged here with ``config``."""
+    if found is None:
+        return Fit(config)
+    if config.device == "cuda":
+        return plan_device(problem.id, found, config, device_capacity(config.device_index))
+    return plan_host(problem.id, found, config, host_available())
+
+
+def plan_host(name: str, found: Footprint, config: EvalConfig, available: int | None) -> Fit:
+    need = found.need()
+    if available is None or need <= available:
+        return Fit(config)
+    return Fit(config, skip=f"{name} needs about {gib(need)} of host memory and {gib(available)} is available: {_sizes(found)}; "
+               "--device cpu-check judges it on scaled-down sizes")  # fmt: skip
+
+
+def plan_device(name: str, found: Footprint, config: EvalConfig, capacity: int | None) -> Fit:
+    """On a GPU the runners' peaks and the time phase's room to move inputs come on top (Supervisor.admission_bytes)."""
+    moving = 2 * min(SHIFT_MAX, max(256 << 20, found.inputs + found.outputs) // 4)
+    lean = found.need(Copies(inputs=5, outputs=6, params=4)) + moving
+    full = lean + (ROUND_EXTRA_BYTES if config.round_calls != 1 else 0)
+    if capacity is None or full <= capacity:
+        return Fit(config)
+    if lean <= capacity:
+        note = f"{name}: one call per timing round (--kb-round-calls 1): {gib(full)} with a round's calls, {gib(capacity)} on the GPU"
+        return Fit(dataclasses.replace(config, round_calls=1), note=note)
+    return Fit(config, skip=f"{name} needs about {gib(lean)} of GPU memory and the GPU has {gib(capacity)}: {_sizes(found)}; "
+               "--device cpu-check checks it on scaled-down sizes")  # fmt: skip
+
+
+def _sizes(found: Footprint) -> str:
+    outputs = f"outputs {gib(found.outputs)}" if found.outputs_measured else f"outputs taken as {gib(found.outputs)}"
+    return (f"one input set {gib(found.inputs)}, {outputs}, parameters {gib(found.params)}, held "
+            f"{JUDGE_COPIES.inputs}, {JUDGE_COPIES.outputs} and {JUDGE_COPIES.params} times at once")  # fmt: skip
+
+
+def killed(problem: Any, found: Footprint | None, stage: str) -> str:
+    """One line for a supervisor that the kernel killed (SIGKILL, most likely out of memory) during ``stage``."""
+    size = f" (the judge's estimate for it: about {gib(found.need())}; {_sizes(found)})" if found else ""
+    available = host_available()
+    free = f", {gib(available)} of host memory available now" if available is not None else ""
+    return (f"{problem.id}: the judge was killed by SIGKILL during stage '{stage}', most likely by the kernel's out-of-memory "
+            f"killer{size}{free}; --device cpu-check judges it on scaled-down sizes, or judge it where more memory is free")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
