@@ -120,7 +120,7 @@ def test_narrow_terminal_wraps_problem_names_never_cuts_them(width):
 
 def test_at_80_columns_a_kernelbench_name_stays_on_one_line_and_the_optional_columns_go_first():
     noisy = result("L2-17_Conv2d_InstanceNorm_Divide", Outcome.CORRECT, 1.03)
-    noisy.extra.update(speedup_noisy=True, speedup_interval=[0.95, 1.10])
+    noisy.extra.speedup_noisy, noisy.extra.speedup_interval = True, [0.95, 1.10]
     failed = result("L1-95_CrossEntropyLoss", Outcome.RUNTIME_ERROR)
     text = render_summary([noisy, failed], verbose=True, width=80)
     lines = text.splitlines()

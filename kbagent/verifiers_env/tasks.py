@@ -18,18 +18,12 @@ from pydantic import Field
 
 from kbagent.prompts import Target, code_messages, normalize_language
 from kbagent.verifiers_env import judging, scoring
+from kbagent.verifiers_env.state import KernelState
 
 if TYPE_CHECKING:
     from pytest_kernelbench.config import EvalConfig
 
 TURNS_KEY = "kb_turns"  # trace.info key: the judged turns, in order
-
-
-class KernelState(vf.State):
-    """What the ``run_kernel`` tool keeps for its rollout (tool mode)."""
-
-    turns: list[dict[str, Any]] = Field(default_factory=list)
-    finished: bool = False
 
 
 class KernelTaskData(vf.TaskData):

@@ -15,7 +15,7 @@ import verifiers.v1 as vf
 from pydantic import Field
 
 from kbagent.verifiers_env import judging, scoring
-from kbagent.verifiers_env.tasks import KernelState
+from kbagent.verifiers_env.state import KernelState
 
 
 class KernelToolsetConfig(vf.ToolsetConfig):

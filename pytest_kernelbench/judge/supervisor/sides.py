@@ -409,14 +409,26 @@ class Runners:
         return [side.pids() for side in (self.reference, self.candidate) if side is not None and side.alive()]
 
 
-def _disk_bytes(folders: list[Path], limit: int) -> int:
-    """The bytes in ``folders`` (those that exist), or more than ``limit`` once over it (a bounded walk: build/tree.py)."""
-    from ...build.tree import tree_size
-
-    total = 0
-    for folder in folders:
-        if folder.is_dir():
-            total += tree_size(folder, limit - total)
-            if total > limit:
-                break
+def _disk_bytes(folders: list[Path], limit: int, max_entries: int = 200_000) -> int:
+    """Bytes in the files below ``folders``, counted until over ``limit`` (then returned at once): an iterative walk that
+    follows no link and skips what it cannot read (a folder chain too deep for a path is small, not over: its trim is
+    build/tree.py's); a tree of more than ``max_entries`` entries counts as over."""
+    total, seen, todo = 0, 0, [str(f) for f in folders if f.is_dir()]
+    while todo:
+        try:
+            entries = os.scandir(todo.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                seen += 1
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+                except OSError:
+                    continue
+                if total > limit or seen > max_entries:
+                    return max(total, limit + 1)
     return total
