@@ -20,12 +20,13 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def load_generator():
-    """A busy machine: one CPU hog per core this process may use, each in a session of its own (as another user's work
-    would be), for the test's duration; each also stops by itself after 600 s (bounded)."""
+    """A busy machine: a CPU hog on every core this process may use but one (the one left keeps the suite's other xdist
+    worker going), each in a session of its own (as another user's work would be), for the test's duration; each also
+    stops by itself after 600 s (bounded)."""
     import subprocess
     import sys
 
-    count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    count = max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) - 1)
     hog = "import time\nend = time.monotonic() + 600\nx = 0\nwhile time.monotonic() < end:\n    x += 1"
     hogs = [subprocess.Popen([sys.executable, "-c", hog], start_new_session=True) for _ in range(count)]
     try:
