@@ -250,7 +250,9 @@ _BOUNDS = {"timeout": (0, False), "setup_timeout": (0, False), "atol": (0, True)
 def _check_numbers(config: EvalConfig) -> None:
     for name, (least, allowed) in _BOUNDS.items():
         value = getattr(config, name)
-        if value is None and name in ("atol", "rtol"):  # unset: the tolerance rule's numbers (tolerance.py)
+        if name in ("atol", "rtol"):  # unset: the tolerance rule's numbers (tolerance.py)
+            if value is not None:
+                check_number(option_name(name), value)
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
             raise KernelBenchUsageError(f"{option_name(name)} {value}: expected a number")

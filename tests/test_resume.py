@@ -79,7 +79,7 @@ def test_a_run_stopped_by_ctrl_c_says_what_is_left_and_kb_resume_judges_only_tha
     ("extra", "says"),
     [
         (["--kb-resume"], "--kb-resume: no report at * to resume; run without --kb-resume to start one"),
-        (["--kb-resume", "--atol", "0.5"], "--kb-resume: * was written with other options (atol 0.01 -> 0.5); *"),
+        (["--kb-resume", "--atol", "0.5"], "--kb-resume: * was written with other options (atol unset -> 0.5); *"),
     ],
 )
 def test_kb_resume_of_nothing_or_of_other_options_is_one_line(run_folder, extra, says):

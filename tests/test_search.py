@@ -136,7 +136,7 @@ def judge_source(problem, source: str) -> EvalResult:
     result = EvalResult(outcome=Outcome.CORRECT, stage="done", speedup=speed, **base)
     result.ref = TimingStats.from_samples([2.0, 2.0, 2.0])
     result.new = TimingStats.from_samples([2.0 / speed] * 3)
-    result.extra = {"aten_ops": {"aten.addmm": 1, "aten.relu": 1, "aten.view": 2}}
+    result.extra.aten_ops = {"aten.addmm": 1, "aten.relu": 1, "aten.view": 2}
     return result
 
 
@@ -319,19 +319,20 @@ def test_improve_phases_split_samples_over_parents_and_keep_improving(tmp_path):
 
 @pytest.mark.parametrize("elitism", [True, False])
 def test_global_elitism_keeps_the_best_ever_as_a_parent(tmp_path, elitism):
-    # improvements come out slower, and roulette over near-equal phase-0 candidates (seed 0) misses the best
-    script = Script(ideas=["a", "b", "c"], improve=0.5)
-    result, *_ = search(
-        tmp_path, script, num_samples=3, num_phases=3, max_fix_attempts=0, strategy="roulette", num_parents=1, elitism=elitism
-    )
-    tree = {n["id"]: n for n in load_tree(result.run_dir)}
-    best0 = max((n for n in tree.values() if n["kind"] == "sample"), key=lambda n: n["speedup"])
-    parents = {n["parent"] for n in tree.values() if n["phase"] in (1, 2)}
-    if elitism:
-        assert parents == {best0["id"]}
-    else:
-        assert best0["id"] not in parents
-    assert result.summary["best"]["node"] == best0["id"]
+    # improvements come out slower; roulette over near-equal phase-0 candidates misses the best for some seeds
+    missed = []
+    for seed in range(6):
+        script = Script(ideas=["a", "b", "c"], improve=0.5)
+        result, *_ = search(tmp_path, script, name=f"s{seed}", num_samples=3, num_phases=3, max_fix_attempts=0,
+                            strategy="roulette", num_parents=1, elitism=elitism, seed=seed)  # fmt: skip
+        tree = {n["id"]: n for n in load_tree(result.run_dir)}
+        best0 = max((n for n in tree.values() if n["kind"] == "sample"), key=lambda n: n["speedup"])
+        parents = {n["parent"] for n in tree.values() if n["phase"] in (1, 2)}
+        assert result.summary["best"]["node"] == best0["id"]
+        if elitism:
+            assert parents == {best0["id"]}, seed
+        missed.append(best0["id"] not in parents)
+    assert any(missed) is not elitism
 
 
 def test_query_budget_stops_the_search(tmp_path):

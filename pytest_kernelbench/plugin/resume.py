@@ -60,11 +60,15 @@ def earlier_results(config: pytest.Config, options: dict[str, Any]) -> list[Eval
         raise KernelBenchUsageError(f"--kb-resume: {exc}") from None
     before, now = data.get("options", {}), json.loads(json.dumps(options))
     keys = sorted(set(before) | set(now))
-    changed = [f"{key} {before.get(key)!r} -> {now.get(key)!r}" for key in keys if before.get(key) != now.get(key)]
+    changed = [f"{key} {_said(before.get(key))} -> {_said(now.get(key))}" for key in keys if before.get(key) != now.get(key)]
     if changed:
         raise KernelBenchUsageError(f"--kb-resume: {path} was written with other options ({'; '.join(changed[:4])}); "
                                     "give that run's options, or another --kb-report")  # fmt: skip
     return results
+
+
+def _said(value: Any) -> str:
+    return "unset" if value is None else repr(value)
 
 
 def _not_unfinished(path: str | None) -> None:

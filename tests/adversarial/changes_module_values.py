@@ -1,6 +1,6 @@
 """Widens every tolerance and shrinks every chunk the judge's modules define, then answers a little wrong."""
 # judge: incorrect
-# says: values outside atol=0.01 rtol=0.01
+# says: values outside atol=0.0001 rtol=0.0001
 import sys
 
 import torch
