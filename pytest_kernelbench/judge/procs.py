@@ -102,6 +102,39 @@ def _walk_children(pid: int) -> list[int]:
     return found
 
 
+def strays(runners: set[int], trusted: set[int]) -> list[int]:
+    """This process's children (it is their subreaper, :func:`become_subreaper`) that a runner left behind: each one in
+    a session other than ours and than each ``trusted`` runner's (a runner starts a session of its own; a process can only
+    leave its session for a new one of its own, never join ours), less the ``runners`` themselves. Where no cgroup holds
+    a candidate's tree, these are the orphans of its fork/exit chains, reparented here."""
+    own = os.getsid(0)
+    found = []
+    for pid in _walk_children_once(os.getpid()):
+        if pid in runners or pid in trusted:
+            continue
+        try:
+            session = os.getsid(pid)
+        except OSError:
+            continue
+        if session != own and session not in trusted:
+            found.append(pid)
+    return found
+
+
+def _walk_children_once(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return kids
+    for tid in tasks:
+        try:
+            kids += [int(k) for k in _read(f"/proc/{pid}/task/{tid}/children").split()]
+        except FileNotFoundError:
+            continue
+    return kids
+
+
 def kill_tree(pid: int, rounds: int = 20) -> None:
     """SIGKILL ``pid`` and its descendants until none is left (a fork racing the kill is caught next round)."""
     for _ in range(rounds):
@@ -136,11 +169,13 @@ class ProcessTree:
         self.members: dict[int, int | None] = {}  # pid -> its pidfd (None: no pidfd, signalled by pid)
         self._adoptions = 0  # how many pids it has adopted
 
-    def freeze(self, wait: float = 1.0) -> list[int]:
-        """Stop every member and wait (at most ``wait`` seconds) until every thread of theirs has stopped: a
+    def freeze(self, wait: float = 1.0, strays: list[int] = ()) -> list[int]:
+        """Stop every member (and adopt ``strays``: processes of this tree found elsewhere, :func:`strays`) and wait (at most ``wait`` seconds) until every thread of theirs has stopped: a
         signal takes effect when its target next leaves the kernel, so a thread in the middle of a kernel
         launch finishes that launch first. Returns the pids stopped."""
         self._adopt(self.root)
+        for pid in strays:
+            self._adopt(pid)
         for pid in list(self.members):
             self._signal(pid, signal.SIGSTOP)
         deadline = time.monotonic() + wait

@@ -13,6 +13,7 @@ import select
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ import torch
 from .. import protocol as p
 from ..assignment import describe_exit, read_tail
 from ..cgroups import Cgroup
-from ..procs import ProcessTree, descendants, tree_cpu_seconds
+from ..procs import ProcessTree, descendants, strays, tree_cpu_seconds
 from ..runner import PROFILE_ENV, serve
 from ..sandbox import (
     SCRATCH,
@@ -97,17 +98,18 @@ class Side:
         self.sets, self.home, self.slack, self.places = [], [], 0, set()
         return ids
 
-    def freeze(self) -> bool:
+    def freeze(self, strays: Callable[[], list[int]] = list) -> bool:
         """Stop the candidate's process tree (the reference's is trusted and waits on its socket: stopping it would
         only cost time, 1-2 ms a call on the H100): its cgroup frozen whole, or, without one, every process of the tree
-        found by walking it. Whether it was stopped now."""
+        found by walking it and the ``strays`` it left behind (orphans reparented to the supervisor). Whether it was
+        stopped now."""
         if self.trusted or self.frozen or not self.alive():
             return False
         if self.process.cgroup is not None:
             self.process.cgroup.freeze()
         else:
             self.tree = self.tree or ProcessTree(self.process.pid)
-            self.tree.freeze()
+            self.tree.freeze(strays=strays())
         self.frozen = True
         return True
 
@@ -156,6 +158,7 @@ class Runners:
         self.sandbox: SandboxInfo | None = None
         self.pch: Requests | None = None  # the running build step's requests for a shared PCH, served while it is waited for
         self._spawned = 0  # sandboxed processes started: each cgroup's name
+        self._roots: set[int] = set()  # the pid of every runner and build step started (procs.strays: not a stray)
 
     # -------------------------------------------------------------- starting
 
@@ -224,6 +227,7 @@ class Runners:
             raise
         finally:
             theirs.close()
+        self._roots.add(process.pid)
         return Side(name, Channel(mine), process, log, trusted=trusted)
 
     def _cgroup(self, name: str) -> Cgroup | None:
@@ -351,8 +355,13 @@ class Runners:
 
     def freeze(self, side: Side) -> None:
         """Stop a candidate's tree between requests; in a GPU time phase, bind its threads to the timing core again."""
-        if side.freeze():
+        if side.freeze(self._strays):
             self.device.rebind(side.members())
+
+    def _strays(self) -> list[int]:
+        """Processes a candidate's runner left behind without a cgroup or PID namespace to hold them (procs.strays)."""
+        trusted = {side.process.pid for side in (self.reference, *self.spares) if side is not None}
+        return strays(self._roots, trusted)
 
     def thaw(self, side: Side) -> None:
         side.thaw()
