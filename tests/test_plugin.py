@@ -108,7 +108,7 @@ def test_collect_kernelbench_level1(pytester):
         (["--solutions", "nowhere", *TINY_ARGS], "ERROR: --solutions nowhere: no such folder*"),
         (["--device", "cuda", *TINY_ARGS], "ERROR: --device cuda: no CUDA device is visible*"),
         (["--device", "cpu", "--kb-timer", "cuda-graph", *TINY_ARGS], "ERROR: --kb-timer cuda-graph needs --device cuda*"),
-        (["--atol", "-1", *TINY_ARGS], "ERROR: --atol -1: must be 0 or more"),
+        (["--atol", "-1", *TINY_ARGS], "ERROR: --atol -1.0: give a finite number of at least 0 (e.g. 1e-2)"),
         (["--kb-max-memory", "-1", *TINY_ARGS], "ERROR: --max-memory/--kb-max-memory -1: must be 0 or more"),
         (["--min-speedup", "-2", *TINY_ARGS], "ERROR: --min-speedup -2.0: must be 0 or more"),
         (["--build-cache", "/proc/no-such", *TINY_ARGS], "ERROR: --build-cache /proc/no-such: cannot make or write it (*)*"),

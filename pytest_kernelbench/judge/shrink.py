@@ -4,7 +4,7 @@ A check on the CPU (a Triton kernel in Triton's interpreter runs one Python step
 needs small inputs. Sizes written as module-level integer constants (KernelBench's
 ``batch_size = 16``, ``height = width = 128``, ``input_shape = (32768,)``) are halved together,
 those above :data:`MIN_SCALED` only and none below it (kernel sizes, strides, reduction dims and
-head counts stay as they are), until one input set and the model's parameters fit in
+head counts stay as they are), until one input set, the model's parameters and its output fit in
 :data:`BUDGET_BYTES` (measured on the meta device: no data). The sizes chosen must then run: the
 reference built and called once on the CPU (on the meta device when still big); when they do
 not, fewer halvings are tried, and a problem that no try passes keeps its sizes. Runs in the
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-BUDGET_BYTES = 8 << 20  # one input set plus the parameters and buffers
+BUDGET_BYTES = 8 << 20  # one input set, the parameters and buffers, and the output
 RUN_LIMIT_BYTES = 256 << 20  # sizes checked by a real CPU call up to this footprint, on the meta device beyond
 MIN_SCALED = 16
 MAX_HALVINGS = 12
@@ -119,16 +119,24 @@ def rewrite(source: str, sizes: Sizes, new: dict[str, int]) -> str:
 
 
 def footprint(source: str) -> int | None:
-    """Bytes of one input set plus the model's parameters and buffers, built on the meta device (nothing
-    allocated, not called); None when that fails."""
+    """Bytes of one input set, the model's parameters and buffers, and its output, built and called on the meta device
+    (nothing allocated, nothing computed; the output left out when its ops have no meta kernel); None when the model or
+    its inputs do not build."""
     try:
         with _module(source) as module, torch.device("meta"):
             torch.manual_seed(0)
             model = module.Model(*module.get_init_inputs())
             inputs = list(module.get_inputs())
-            return sum(t.numel() * t.element_size() for t in [*_tensors(inputs), *model.parameters(), *model.buffers()])
+            size = sum(_bytes(t) for t in [*_tensors(inputs), *model.parameters(), *model.buffers()])
+            with contextlib.suppress(Exception), torch.no_grad():  # an op with no meta kernel: inputs and weights only
+                size += sum(_bytes(t) for t in _tensors(model(*inputs)))
+            return size
     except Exception:  # noqa: BLE001 - these sizes do not build, or cannot be measured
         return None
+
+
+def _bytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
 
 
 def runs(source: str) -> bool:
