@@ -1,4 +1,5 @@
-"""nox sessions: `nox -s tests`, `nox -s lint`, `nox -s bundled` (the main job on the bundled problems), and the
+"""nox sessions: `nox -s tests` (CI's run), `nox -s full` (also the tests marked full: every bundled solution's CPU
+check, every variant CI proves once), `nox -s lint`, `nox -s bundled` (the main job on the bundled problems), and the
 kernelbench verifiers environment's real rollouts under each verifiers line, each in its own venv (their `mcp` pins
 differ): `nox -s verifiers03 verifiers04` (not in CI; they fetch uv's chat program's packages from the index)."""
 
@@ -17,6 +18,12 @@ def _install(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     _install(session)
     session.run("pytest", "tests", "-n", "2", *session.posargs)
+
+
+@nox.session
+def full(session: nox.Session) -> None:
+    _install(session)
+    session.run("pytest", "tests", "-n", "2", "--full", *session.posargs)
 
 
 @nox.session

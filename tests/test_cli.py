@@ -41,7 +41,7 @@ def test_eval_human_output_names_the_stage():
         ([str(TINY_PROBLEM), "missing_solution.py"], "no such solution file"),
         ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--device", "tpu"], "'--device': 'tpu': choose cpu, cuda"),
         ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--tolerance", "tight"], "--tolerance tight: choose kernelbench, pike"),
-        ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--atol", "-1"], "error: --atol -1.0: give a finite number of at least 0 (e.g. 1e-2)"),
+        ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--atol", "-1"], "--atol -1.0: give a finite number of at least 0"),
         ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--max-memory", "-1"], "--max-memory/--kb-max-memory -1: must be 0 or more"),
         ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--rtol", "nan"], "--rtol nan: give a finite number of at least 0 (e.g. 1e-2)"),
         ([str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--build-cache", "/proc/no-such"], "--build-cache /proc/no-such: cannot make"),

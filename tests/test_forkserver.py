@@ -58,7 +58,7 @@ def test_a_candidate_cannot_reach_the_next_one_through_the_server():
     assert second.stage_seconds["start"] < 0.5  # torch was already imported
 
 
-@pytest.mark.parametrize("worker_start", ["forkserver", "spawn"])
+@pytest.mark.parametrize("worker_start", ["forkserver", pytest.param("spawn", marks=pytest.mark.full)])
 def test_crashes_are_results_either_way(worker_start):
     config = cpu_config(worker_start=worker_start)
     crashed = evaluate(tiny_problem(), broken("segfault"), config)

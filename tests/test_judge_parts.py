@@ -631,8 +631,9 @@ import os, subprocess, sys, time
 from pytest_kernelbench.judge.procs import ProcessTree, become_subreaper, kill_tree, strays
 
 become_subreaper()
-CHAIN = "import os, time\nfor leave in (False, True):\n    if os.fork() == 0:\n        if os.fork() == 0:\n" \
-        "            if leave: os.setsid()\n            while True: pass\n        os._exit(0)\n    os.wait()\nprint('ready', flush=True)\ntime.sleep(60)"
+CHAIN = ("import os, time\nfor leave in (False, True):\n    if os.fork() == 0:\n        if os.fork() == 0:\n"
+         "            if leave: os.setsid()\n            while True: pass\n        os._exit(0)\n    os.wait()\n"
+         "print('ready', flush=True)\ntime.sleep(60)")
 trusted = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
 mine = subprocess.Popen(["sleep", "60"])  # ours, in our session: never a stray
 runner = subprocess.Popen([sys.executable, "-c", CHAIN], start_new_session=True, stdout=subprocess.PIPE, text=True)

@@ -376,6 +376,7 @@ class ModelNew(torch.nn.Module):
 
 
 @pytest.mark.slow
+@pytest.mark.full  # 85 CPU-seconds of header build; CI proves the pieces above
 def test_a_load_inline_candidate_is_judged_with_the_shared_header(tmp_path):
     """Two candidates with different binding files, each built in its sandbox where the header folder is
     read-only: the judge's trusted side builds the header while the first's step runs, and both use it (a third

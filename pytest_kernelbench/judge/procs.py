@@ -170,7 +170,8 @@ class ProcessTree:
         self._adoptions = 0  # how many pids it has adopted
 
     def freeze(self, wait: float = 1.0, strays: list[int] = ()) -> list[int]:
-        """Stop every member (and adopt ``strays``: processes of this tree found elsewhere, :func:`strays`) and wait (at most ``wait`` seconds) until every thread of theirs has stopped: a
+        """Stop every member (and adopt ``strays``: processes of this tree found elsewhere, :func:`strays`) and wait
+        (at most ``wait`` seconds) until every thread of theirs has stopped: a
         signal takes effect when its target next leaves the kernel, so a thread in the middle of a kernel
         launch finishes that launch first. Returns the pids stopped."""
         self._adopt(self.root)
