@@ -304,6 +304,9 @@ def test_the_verdict_holds_on_a_busy_machine(name, scene, load_generator):
     result = judge(name, scene)
     facts = {key: getattr(result.extra, key) for key in ("speedup_noisy", "speedup_interval", "wall_check", "timed_calls", "sandbox")}
     detail = f"{name} beside {load_generator} CPU hogs: {result.outcome} speedup={result.speedup} {facts} {result.message[:800]}"
-    assert result.outcome.value in spec["judge"].split("|"), detail
+    if name in CLOCK_LIES and result.outcome is Outcome.CORRECT:  # noise hid the lie: then as with rounds (above)
+        assert result.extra.wall_check["event_speedup"] > 10 and result.extra.speedup_capped, detail
+    else:
+        assert result.outcome.value in spec["judge"].split("|"), detail
     if result.outcome is Outcome.CORRECT:
         assert claimable_speedup(result) < float(spec.get("speedup-below", "1.3")), detail

@@ -51,7 +51,7 @@ def test_a_run_stopped_by_ctrl_c_says_what_is_left_and_kb_resume_judges_only_tha
             time.sleep(0.5)
         time.sleep(3)  # into the second item's judge
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=300)  # under CI load (a C++ build beside it) the stop took over 120 s once
     finally:
         proc.kill()
     stopped = _report(run_folder)
