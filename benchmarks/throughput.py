@@ -4,6 +4,8 @@
     python benchmarks/throughput.py --device cpu --count 4 --build-jobs 2 --out OUTDIR   # C++ variants
     python benchmarks/throughput.py --device cuda --corpus level3 --dataset DIR --out OUTDIR
     python benchmarks/throughput.py --device cuda --corpus level1-triton --count 64 --out OUTDIR
+    python benchmarks/throughput.py --device cuda --corpus ../shared/pike-corpus --dataset KB/pike-levels.jsonl \
+        --phases pipeline,warm --judges 8 --sessions 1 --deadline 3000 --out OUTDIR
 
 ``--corpus synthetic`` (the default): the candidates are distinct sources of one kernel (the
 bundled CUDA solution of mini/1_LeakyReluScale with different block sizes and grid caps; on
@@ -13,7 +15,9 @@ benchmarks/corpus/level3 (Triton with autotune, load_inline CUDA, CUDA graphs, f
 torch.compile), each judged against the KernelBench problem its ``# problem: <level>/<id>``
 line names, looked up in ``--dataset``. ``--corpus level1-cuda`` / ``level1-triton``: ``--count``
 distinct sources from benchmarks/corpus/synthetic.py, on a few level-1 problems (see
-benchmarks/corpus/README.md). Phases, each with its own empty build cache unless noted:
+benchmarks/corpus/README.md). ``--corpus DIR``: any folder of solution files, or a folder of such folders (PIKE's
+variants), each file matched to its problem as ``pytest --solutions`` matches (benchmarks/corpus_dir.py); a file no
+problem claims is listed and left out. Phases, each with its own empty build cache unless noted:
 
 * pipeline: the plugin's path: a :class:`Prebuilder` with ``--build-jobs`` workers gets
   every candidate up front, the judges take them in the plugin's order (those with nothing to build first:
@@ -22,21 +26,31 @@ benchmarks/corpus/README.md). Phases, each with its own empty build cache unless
 * serial: one candidate at a time, each built inside its own judge (no pool): the first
   ``--serial-count`` candidates only, as each costs a full cold build.
 
+``--judges N`` evaluations run at once in one session (as ``pytest -n N``); ``--sessions M`` runs M such sessions at
+once, each a process of this script with its own build pool and judges, judging every M-th candidate, sharing the
+machine's lock, build cache and PCH folders as M separate ``pytest`` runs would. ``--deadline S`` stops the run after S
+seconds: judges in flight are stopped and left out (``cut_off`` lists them), and the phase's row counts those judged.
+
 GPU busy fraction: sampled with nvidia-smi every 0.5 s during the pipeline phase, and from
 the judges' own stage times (init + run + compare + time) over the phase's wall time. CPU: the
 machine's busy fraction over the phase and per 5 s (``cpu_busy_per_5s``: where the cores sat idle),
-and the CPU-seconds of each judge's and build's process trees (``cpu_s``).
-Writes OUT/throughput.json (a phase at a time, so a cut-off run keeps what it finished)
-and prints a Markdown table.
+and the CPU-seconds of each judge's and build's process trees (``cpu_s``). Each candidate's line (``judged {...}`` on
+stdout, and ``results`` in the row for a realistic corpus): outcome, speedup, wall, stage seconds, the device lock held
+per phase (``lock_held_s``), the parts of each phase (``split_s``), CPU-seconds per process tree; the row sums them,
+and ``time_s`` splits the judges' summed wall into compile stage, lock held, waiting for the lock and the rest.
+Writes OUT/throughput.json (a phase at a time, so a cut-off run keeps what it finished) and OUT/throughput.md (the
+tables it prints: phases, where the time went, each candidate).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import concurrent.futures
 import datetime
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -51,6 +65,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from corpus_dir import folder_pairs  # noqa: E402  (benchmarks/corpus_dir.py, beside this script)
+
 from pytest_kernelbench.build.bytecode import bytecode_prefix  # noqa: E402
 from pytest_kernelbench.build.pool import Prebuilder, judging_order  # noqa: E402
 from pytest_kernelbench.candidates import Candidate  # noqa: E402
@@ -62,11 +78,13 @@ from pytest_kernelbench.problems import Problem, dataset_specs, load_source, par
 PROBLEM = REPO / "problems" / "mini" / "1_LeakyReluScale.py"
 CORPUS = REPO / "benchmarks" / "corpus"
 CORPORA = ("synthetic", "level3", "level1-cuda", "level1-triton")
+PHASES = ("pipeline", "warm", "serial")
 DEFAULT_DATASET = "/work/shared/kernelbench"
 _PROBLEM_LINE = re.compile(r"^# problem: (\S+)/(\d+)\s*$")
 GPU_STAGES = ("init", "run", "compare", "time")
 LOCKED_STAGES = (*GPU_STAGES, "trace", "recheck")  # held under the device lock (with a part of 'reference')
 CPU_WINDOW_S = 5.0  # the busy-CPU timeline's window
+_PRINTING = threading.Lock()
 
 
 def cpu_times() -> tuple[float, float]:
@@ -81,10 +99,14 @@ def busy_fraction(before: tuple[float, float], after: tuple[float, float]) -> fl
     return (after[0] - before[0]) / max(after[1] - before[1], 1.0)
 
 
-def _summed(results: list, key: str) -> dict[str, float]:
-    """A per-result ``extra[key]`` of seconds by name, summed over the results."""
-    names = sorted({k for r in results for k in (getattr(r.extra, key) or {})})
-    return {k: round(sum((getattr(r.extra, key) or {}).get(k, 0.0) for r in results), 1) for k in names}
+def _summed(lines: list[dict], key: str) -> dict[str, float]:
+    """A per-candidate ``line[key]`` of seconds by name (lock_held_s, split_s, cpu_s), summed over the candidates."""
+    names = sorted({k for line in lines for k in line[key]})
+    return {k: round(sum(line[key].get(k, 0.0) for line in lines), 1) for k in names}
+
+
+def _stage(line: dict, name: str) -> float:
+    return line["stage_s"].get(name, 0.0)
 
 
 def light_headers(source: str) -> str:
@@ -206,90 +228,172 @@ def _pch_events(config: EvalConfig, since: float) -> dict[str, int]:
     return counts
 
 
-def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", samples=False):
-    """Judge each (problem, candidate, kind) of ``pairs``; one JSON row for the phase."""
-    since = time.time()
-    started = time.monotonic()
-    cpu_before = cpu_times()
+def judged_line(pck, result, started: float, busy: float | None, samples: bool) -> dict:
+    """One candidate's JSON line: outcome, speedup, stage seconds, lock seconds and parts per phase, CPU, wall."""
+    problem, candidate, kind = pck
+    line = {"t": round(time.time() - started, 1), "problem": f"{problem.level}/{problem.problem_id}", "candidate": candidate.label,
+            "kind": kind, "outcome": result.outcome.value, "correct": result.correct, "speedup": result.speedup,
+            "wall_s": round(result.wall_seconds, 2), "gpu_busy_so_far": busy,
+            "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()},
+            "lock_held_s": result.extra.lock_held_s or {}, "split_s": result.extra.split_s or {}, "cpu_s": result.extra.cpu_s or {},
+            "build_cached": bool(result.extra.build_cached), "stepped_aside": int(result.extra.stepped_aside or 0),
+            "wall_excess_ms": (result.extra.wall_check or {}).get("excess_ms"),
+            "timed_calls": result.extra.timed_calls, "checked_calls": result.extra.checked_calls,
+            "noisy": result.extra.speedup_noisy, "pairs": _pairs_timed(result)}  # fmt: skip
+    if not result.correct:
+        line["message"] = result.message[:400]
+    if samples and result.ref and result.new:  # each side's timing samples, in the order they were taken
+        line.update(samples={"ref": result.ref.samples, "new": result.new.samples},
+                    timing={k: getattr(result.extra, k) for k in ("timing_stop", "early_stop_se", "calls_per_round", "timer")})
+    return line
+
+
+def judge_pairs(pairs, config, jobs, judges, stop, started, busy=lambda: None, samples=False):
+    """Judge each (problem, candidate, kind) as one pytest session would: a build pool of ``jobs`` (none: 0) and
+    ``judges`` evaluations at once (``pytest -n judges``: setup, import and correctness runs overlap; timing takes the
+    device lock in turn). Prints a line per result as it comes. Returns the lines of those judged before ``stop`` was set,
+    the pool's build CPU-seconds, and the labels cut off (stopped in flight, or never started)."""
     prebuilder = Prebuilder(config, jobs) if jobs else None
     if prebuilder:  # as the plugin orders its items: those with nothing to build first
         pairs = [pairs[i] for i in judging_order([c for _, c, _ in pairs])]
-    with Sampler(device) as sampler:
-        if prebuilder:
-            for problem, c, _ in pairs:
-                prebuilder.submit(problem, c)
-        # ``judges`` evaluations at once, as ``pytest -n judges`` would: their setup, import and
-        # correctness runs overlap; timing takes the device lock in turn.
-        def judge(pck):  # a line per result as it comes, so that a run cut off by a time limit still shows its rate
-            result = evaluate(pck[0], pck[1], config)  # in its level's --ref-mode (evaluate: config.for_level)
-            line = {"t": round(time.monotonic() - started, 1), "candidate": pck[1].label, "outcome": result.outcome.value,
-                    "gpu_busy_so_far": sampler.busy, "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()},
-                    "lock_held_s": result.extra.lock_held_s or {}, "split_s": result.extra.split_s or {},
-                    "wall_excess_ms": (result.extra.wall_check or {}).get("excess_ms"),
-                    "timed_calls": result.extra.timed_calls, "checked_calls": result.extra.checked_calls,
-                    "cpu_s": result.extra.cpu_s or {}, "speedup": result.speedup,
-                    "noisy": result.extra.speedup_noisy, "pairs": _pairs_timed(result)}  # fmt: skip
-            if not result.correct:
-                line["message"] = result.message[:400]
-            if samples and result.ref and result.new:  # each side's timing samples, in the order they were taken
-                line.update(samples={"ref": result.ref.samples, "new": result.new.samples},
-                            timing={k: getattr(result.extra, k) for k in ("timing_stop", "early_stop_se", "calls_per_round", "timer")})
-            print("judged " + json.dumps(line), flush=True)
-            return result
+        for problem, c, _ in pairs:
+            prebuilder.submit(problem, c)
 
-        with concurrent.futures.ThreadPoolExecutor(judges) as pool:
-            results = list(pool.map(judge, pairs))
-    candidates = [c for _, c, _ in pairs]
-    wall = time.monotonic() - started
-    cpu_after = cpu_times()
+    def judge(pck):
+        if stop.is_set():
+            return None
+        result = evaluate(pck[0], pck[1], config, stop=stop)  # in its level's --ref-mode (evaluate: config.for_level)
+        if stop.is_set() and result.message.startswith("stopped during stage"):  # controller._lost: the deadline, not a verdict
+            return None
+        line = judged_line(pck, result, started, busy(), samples)
+        with _PRINTING:  # whole lines: a session's lines are read back by run_sessions
+            print("judged " + json.dumps(line), flush=True)
+        return line
+
+    with concurrent.futures.ThreadPoolExecutor(judges) as pool:
+        lines = list(pool.map(judge, pairs))
     builds = []
     if prebuilder:
         builds = [f.result() for f in prebuilder.futures.values() if f.done() and not f.cancelled() and f.exception() is None]
         prebuilder.close(wait=False)
-    gpu_seconds = sum(r.stage_seconds.get(s, 0.0) for r in results for s in GPU_STAGES)
-    row = {
-        "phase": name,
-        "corpus": corpus,
-        "candidates": len(candidates),
-        "build_jobs": jobs,
-        "judges": judges,
-        "wall_s": round(wall, 1),
-        "per_hour": round(len(candidates) * 3600 / wall),
-        "correct": sum(r.correct for r in results),
-        "cached_builds": sum(bool(r.extra.build_cached) for r in results),
-        "judge_gpu_stage_fraction": round(gpu_seconds / wall, 3),
-        "locked_stage_fraction": round(sum(r.stage_seconds.get(s, 0.0) for r in results for s in LOCKED_STAGES) / wall, 3),
-        "cpu_busy_fraction": round(busy_fraction(cpu_before, cpu_after), 3),
-        "nvidia_smi_busy_fraction": None if sampler.busy is None else round(sampler.busy, 3),
-        f"cpu_busy_per_{CPU_WINDOW_S:.0f}s": sampler.cpu_timeline,  # where in the run the cores sat idle
-        "stepped_aside": sum(int(r.extra.stepped_aside or 0) for r in results),  # shared calls stopped for a timer
-        # seconds the device lock was held, summed per phase: the exclusive ones (reference, time) against the wall
-        "lock_held_s": _summed(results, "lock_held_s"),
-        "split_s": _summed(results, "split_s"),  # parts of the exclusive phases (Findings.split)
-        # where the cores went: the machine's busy seconds, the judges' process trees and the pool's build steps
-        "cpu_s": {"machine": round((cpu_after[0] - cpu_before[0]) / os.sysconf("SC_CLK_TCK"), 1),
-                  "judges": _summed(results, "cpu_s"), "pool_builds": _summed(builds, "cpu_s")},  # fmt: skip
-        "pairs_of_runners": sum(_pairs_timed(r) for r in results),  # more than one a candidate: near parity (another_pair)
-        "checked_of_timed_calls": [sum(int(getattr(r.extra, k) or 0) for r in results) for k in ("checked_calls", "timed_calls")],
-        "median_compile_stage_s": round(sorted(r.stage_seconds.get("compile", 0.0) for r in results)[len(results) // 2], 2),
-        "outcomes": sorted({r.outcome.value for r in results}),
-        "pch": config.pch_dir if config.pch_dir == "off" else "on",
-        "pch_events": _pch_events(config, since),
-        "bytecode_cache": bytecode_prefix(),  # where torch has no bytecode installed: the judge's own (build/bytecode.py)
-        "speedups": [round(r.speedup, 3) if r.speedup else None for r in results],
-        "not_correct": [f"{r.outcome.value}: {r.message[:300]}" for r in results if not r.correct],
-        "median_stage_s": {k: round(statistics.median(r.stage_seconds.get(k, 0.0) for r in results), 3)
-                           for k in ("start", "reference", "compile", "init", "run", "compare", "trace", "time", "recheck", "wait_lock",
-                                     "stepped_aside")},
-    }
+    build_cpu = _summed([{"cpu_s": b.extra.cpu_s or {}} for b in builds], "cpu_s")
+    cut = [c.label for (_, c, _), line in zip(pairs, lines, strict=True) if line is None]
+    return [line for line in lines if line], build_cpu, cut
+
+
+def run_sessions(sessions: int, pairs_args: list[str], cache: str, scratch: Path, stop_at: float, started: float):
+    """``sessions`` independent judge sessions at once, each a process of this script judging every ``sessions``-th
+    candidate with its own build pool and judges, sharing the machine's lock, build cache and PCH folders as separate
+    ``pytest`` runs on one machine do. Returns what :func:`judge_pairs` returns, gathered."""
+    procs = [subprocess.Popen([sys.executable, __file__, *pairs_args, "--session", f"{k}/{sessions}", "--scratch", str(scratch),
+                               "--session-cache", cache, "--stop-at", repr(stop_at), "--phase-start", repr(started)],
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+             for k in range(sessions)]
+    lines, ends = [], []  # list.append: one at a time under the GIL
+
+    def read(proc):
+        for text in proc.stdout:
+            kind, _, payload = text.partition(" ")
+            try:
+                if kind == "session-end":
+                    ends.append(json.loads(payload))
+                    continue
+                if kind == "judged":
+                    lines.append(json.loads(payload))
+            except json.JSONDecodeError as exc:
+                print(f"throughput: a session's line is not JSON ({exc}): {text[:200]!r}", flush=True)
+            with _PRINTING:
+                print(text, end="", flush=True)
+
+    readers = [threading.Thread(target=read, args=(p,)) for p in procs]
+    for thread in readers:
+        thread.start()
+    for proc, thread in zip(procs, readers, strict=True):
+        try:
+            proc.wait(timeout=max(stop_at - time.time(), 0.0) + 120)  # each stops itself at stop_at; this is a backstop
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        thread.join()
+    build_cpu = {k: round(sum(e["build_cpu_s"].get(k, 0.0) for e in ends), 1) for k in sorted({k for e in ends for k in e["build_cpu_s"]})}
+    return lines, build_cpu, [label for e in ends for label in e["cut"]]
+
+
+def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", samples=False, stop_at=math.inf, sessions=None):
+    """Judge each (problem, candidate, kind) of ``pairs``; one JSON row for the phase. ``sessions``: (count, this script's
+    arguments, build cache name, scratch) to judge in that many separate sessions at once (:func:`run_sessions`)."""
+    since = started = time.time()
+    cpu_before = cpu_times()
+    stop = threading.Event()
+    timer = threading.Timer(max(stop_at - time.time(), 0.0), stop.set) if stop_at < math.inf else None
+    if timer:
+        timer.start()
+    with Sampler(device) as sampler:
+        if sessions and sessions[0] > 1:
+            lines, build_cpu, cut = run_sessions(sessions[0], sessions[1], sessions[2], sessions[3], stop_at, started)
+        else:
+            lines, build_cpu, cut = judge_pairs(pairs, config, jobs, judges, stop, started, lambda: sampler.busy, samples)
+    if timer:
+        timer.cancel()
+    cpu_after = cpu_times()
+    row = phase_row(lines, time.time() - started, busy_fraction(cpu_before, cpu_after), cpu_after[0] - cpu_before[0], sampler)
+    row = {"phase": name, "corpus": corpus, "build_jobs": jobs, "judges": judges, "sessions": sessions[0] if sessions else 1,
+           **row, "cut_off": cut, "pch": config.pch_dir if config.pch_dir == "off" else "on", "pch_events": _pch_events(config, since),
+           "bytecode_cache": bytecode_prefix()}  # fmt: skip
+    row["cpu_s"]["pool_builds"] = build_cpu
     if corpus != "synthetic":  # which candidate is which: first-call costs differ by kind (Triton JIT, nvcc, capture, inductor)
-        row["by_kind"] = by_kind(pairs, results)
-        row["results"] = [{"problem": f"{p.level}/{p.problem_id}", "candidate": c.label, "kind": kind, "outcome": r.outcome.value,
-                           "speedup": round(r.speedup, 3) if r.speedup else None,
-                           "stage_s": {k: round(v, 2) for k, v in r.stage_seconds.items()}}
-                          for (p, c, kind), r in zip(pairs, results, strict=True)]  # fmt: skip
+        row["by_kind"] = by_kind(lines)
+        row["results"] = [{k: line[k] for k in ("problem", "candidate", "kind", "outcome", "speedup", "wall_s", "stage_s", "lock_held_s",
+                                                 "split_s", "cpu_s")} for line in lines]  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
+
+
+def phase_row(lines: list[dict], wall: float, cpu_busy: float, busy_jiffies: float, sampler: Sampler) -> dict:
+    """The phase's figures from its judged lines: rate, outcomes, where the time went."""
+    n, stage = len(lines) or 1, _stage
+    return {
+        "candidates": len(lines),
+        "wall_s": round(wall, 1),
+        "per_hour": round(len(lines) * 3600 / wall),
+        "correct": sum(line["correct"] for line in lines),
+        "outcomes": dict(sorted(collections.Counter(line["outcome"] for line in lines).items())),
+        "cached_builds": sum(line["build_cached"] for line in lines),
+        "judge_gpu_stage_fraction": round(sum(stage(x, s) for x in lines for s in GPU_STAGES) / wall, 3),
+        "locked_stage_fraction": round(sum(stage(x, s) for x in lines for s in LOCKED_STAGES) / wall, 3),
+        "cpu_busy_fraction": round(cpu_busy, 3),
+        "nvidia_smi_busy_fraction": None if sampler.busy is None else round(sampler.busy, 3),
+        f"cpu_busy_per_{CPU_WINDOW_S:.0f}s": sampler.cpu_timeline,  # where in the run the cores sat idle
+        "stepped_aside": sum(line["stepped_aside"] for line in lines),  # shared calls stopped for a timer
+        # seconds the device lock was held, summed per phase: the exclusive ones (reference, time) against the wall
+        "lock_held_s": _summed(lines, "lock_held_s"),
+        "split_s": _summed(lines, "split_s"),  # parts of the exclusive phases (Findings.split)
+        # where the cores went: the machine's busy seconds, the judges' process trees (and the pool's build steps, added)
+        "cpu_s": {"machine": round(busy_jiffies / os.sysconf("SC_CLK_TCK"), 1), "judges": _summed(lines, "cpu_s")},
+        # where the candidates' seconds went, summed: their judges' wall against its compile stage (a cold build, or
+        # waiting on the pool's), the device lock held, waiting for it, and the rest (start, reference, imports, ...)
+        "time_s": time_split(lines),
+        "slowest": [{k: x[k] for k in ("candidate", "kind", "outcome", "wall_s", "stage_s")}
+                    for x in sorted(lines, key=lambda x: -x["wall_s"])[:5]],  # fmt: skip
+        "pairs_of_runners": sum(line["pairs"] for line in lines),  # more than one a candidate: near parity (another_pair)
+        "checked_of_timed_calls": [sum(int(line[k] or 0) for line in lines) for k in ("checked_calls", "timed_calls")],
+        "median_compile_stage_s": round(sorted(stage(x, "compile") for x in lines)[len(lines) // 2], 2) if lines else None,
+        "speedups": [round(x["speedup"], 3) if x["speedup"] else None for x in lines],
+        "not_correct": [f"{x['candidate']}: {x['outcome']}: {x.get('message', '')[:300]}" for x in lines if not x["correct"]],
+        "median_stage_s": {k: round(statistics.median(stage(x, k) for x in lines), 3) if lines else None
+                           for k in ("start", "reference", "compile", "init", "run", "compare", "trace", "time", "recheck", "wait_lock",
+                                     "stepped_aside")},  # fmt: skip
+        "mean_wall_s": round(sum(x["wall_s"] for x in lines) / n, 1),
+    }
+
+
+def time_split(lines: list[dict]) -> dict[str, float]:
+    """The judges' wall seconds summed over the candidates, and the parts of it: compile stage, device lock held,
+    waiting for the lock, the rest."""
+    wall = sum(x["wall_s"] for x in lines)
+    parts = {"compile_stage": sum(x["stage_s"].get("compile", 0.0) for x in lines),
+             "lock_held": sum(sum(x["lock_held_s"].values()) for x in lines),
+             "wait_lock": sum(x["stage_s"].get("wait_lock", 0.0) for x in lines)}  # fmt: skip
+    return {"judge_wall": round(wall, 1), **{k: round(v, 1) for k, v in parts.items()}, "rest": round(wall - sum(parts.values()), 1)}
 
 
 def _pairs_timed(result) -> int:
@@ -299,34 +403,42 @@ def _pairs_timed(result) -> int:
     return len(result.extra.process_pairs or [None])
 
 
-def by_kind(pairs, results) -> dict[str, dict]:
-    out: dict[str, dict] = {}
-    for (_, _, kind), r in zip(pairs, results, strict=True):
-        out.setdefault(kind, []).append(r)
-    return {kind: {"candidates": len(rs), "correct": sum(r.correct for r in rs),
-                   "median_stage_s": {k: round(statistics.median(r.stage_seconds.get(k, 0.0) for r in rs), 3)
+def by_kind(lines: list[dict]) -> dict[str, dict]:
+    out: dict[str, list[dict]] = {}
+    for line in lines:
+        out.setdefault(line["kind"], []).append(line)
+    return {kind: {"candidates": len(xs), "correct": sum(x["correct"] for x in xs),
+                   "median_stage_s": {k: round(statistics.median(x["stage_s"].get(k, 0.0) for x in xs), 3)
                                       for k in ("compile", "init", "run", "time", "wait_lock")}}
-            for kind, rs in sorted(out.items())}  # fmt: skip
+            for kind, xs in sorted(out.items())}  # fmt: skip
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
-    parser.add_argument("--corpus", choices=CORPORA, default="synthetic",
+    parser.add_argument("--corpus", default="synthetic",
                         help="synthetic: variants of one kernel (below); level3: benchmarks/corpus/level3; "
-                             "level1-cuda / level1-triton: --count sources from benchmarks/corpus/synthetic.py")  # fmt: skip
+                             "level1-cuda / level1-triton: --count sources from benchmarks/corpus/synthetic.py; "
+                             "DIR: a --solutions folder (DIR/level<N>/<id>_<Name>.py), or a folder of them")  # fmt: skip
     parser.add_argument("--dataset", action="append", default=None,
-                        help=f"KernelBench problems for --corpus level3/level1-* (a problems.jsonl, a folder of them, a checkout); "
+                        help=f"KernelBench problems for --corpus level3/level1-*/DIR (a problems.jsonl, a folder of them, a checkout); "
                              f"default ${{KERNELBENCH_DATASET}} or {DEFAULT_DATASET}")  # fmt: skip
-    parser.add_argument("--count", type=int, default=None, help="candidates (default 16; --corpus level3: all of its files)")
-    parser.add_argument("--build-jobs", type=int, default=16)
+    parser.add_argument("--count", type=int, default=None, help="candidates (default 16; --corpus level3/DIR: all of its files)")
+    parser.add_argument("--build-jobs", type=int, default=16, help="a build pool of this many per session (0: none)")
     parser.add_argument("--serial-count", type=int, default=2)
-    parser.add_argument("--judges", type=int, default=4, help="evaluations at once in the pipeline phases (as pytest -n)")
+    parser.add_argument("--judges", type=int, default=4, help="evaluations at once in the pipeline phases, per session (as pytest -n)")
+    parser.add_argument("--sessions", type=int, default=1,
+                        help="independent judge sessions at once in the pipeline phases (as separate pytest runs on one machine: "
+                             "each its own process, build pool and --judges; the lock, build cache and PCH folders shared)")  # fmt: skip
+    parser.add_argument("--deadline", type=float, default=0.0,
+                        help="seconds: stop the run then (judges in flight are stopped and left out, the phase row written "
+                             "from those judged, later phases skipped); 0: none")  # fmt: skip
     parser.add_argument("--phases", default="pipeline,warm,serial")
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--min-reps", type=int, default=0,
                         help="timing samples of each side at least (EvalConfig.min_reps; 0: the judge's default)")
-    parser.add_argument("--problems", default="", help="--corpus level3/level1-*: only candidates for these problem ids (19,47 or 19-26)")
+    parser.add_argument("--problems", default="",
+                        help="--corpus level3/level1-*/DIR: only candidates for these problem ids (19,47 or 19-26)")  # fmt: skip
     parser.add_argument("--process-pairs", type=int, default=0,
                         help="the judge's --kb-process-pairs (0: its default; 1: one pair, never a second near parity)")
     parser.add_argument("--samples", action="store_true", help="each judged line also holds both sides' timing samples")
@@ -335,54 +447,130 @@ def main() -> None:
                         help="CUDA candidates: the bundled solution, or it with a .cu that includes only the headers it uses")  # fmt: skip
     parser.add_argument("--build-pch", default="fresh",
                         help="shared precompiled header folder: fresh (an empty one: the run builds it), DIR, or off")  # fmt: skip
+    for hidden in ("--session", "--scratch", "--session-cache", "--stop-at", "--phase-start"):  # a session's process (run_sessions)
+        parser.add_argument(hidden, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+    bad = [f"--{k.replace('_', '-')} {getattr(args, k)}: must be 1 or more" for k in ("judges", "sessions") if getattr(args, k) < 1]
+    bad += [f"--phases: unknown phase {p!r}: choose from pipeline, warm, serial" for p in args.phases.split(",") if p not in PHASES]
+    if args.corpus not in CORPORA and not Path(args.corpus).is_dir():
+        bad.append(f"--corpus {args.corpus}: no such folder; pass {', '.join(CORPORA)} or a folder of solution files")
+    if args.corpus in CORPORA[1:] and args.device != "cuda":
+        bad.append(f"--corpus {args.corpus} holds GPU candidates (CUDA, Triton): use --device cuda")
+    if bad:
+        parser.error(bad[0])
+    return args
+
+
+def load_pairs(args: argparse.Namespace, quiet: bool) -> list[tuple[Problem, Candidate, str]]:
+    """The run's (problem, candidate, kind)s; for a folder, a line for each file no problem claims."""
     if args.corpus == "synthetic":
         problem = problem_from_path(PROBLEM)
-        pairs = [(problem, c, "cuda" if args.device == "cuda" else "cpp") for c in variants(args.device, args.count or 16, args.kernel)]
-    else:
-        if args.device != "cuda":
-            raise SystemExit(f"error: --corpus {args.corpus} holds GPU candidates (CUDA, Triton): use --device cuda")
-        datasets = dataset_specs(args.dataset) or [DEFAULT_DATASET]  # --dataset, else $KERNELBENCH_DATASET, else the default
-        try:  # the syntax of pytest's --problems: ids and inclusive ranges
-            selection = parse_id_ranges(args.problems)
-        except KernelBenchUsageError as exc:
-            raise SystemExit(f"error: {exc}") from None
-        pairs = corpus_pairs(args.corpus, datasets, args.count, set(selection.ids) if selection else None)
+        return [(problem, c, "cuda" if args.device == "cuda" else "cpp") for c in variants(args.device, args.count or 16, args.kernel)]
+    datasets = dataset_specs(args.dataset) or [DEFAULT_DATASET]  # --dataset, else $KERNELBENCH_DATASET, else the default
+    try:  # the syntax of pytest's --problems: ids and inclusive ranges
+        selection = parse_id_ranges(args.problems)
+        only = set(selection.ids) if selection else None
+        if args.corpus in CORPORA:
+            return corpus_pairs(args.corpus, datasets, args.count, only)
+        found = folder_pairs(Path(args.corpus), datasets, args.device)
+    except KernelBenchUsageError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    for path in [] if quiet else found.unmatched:
+        print(f"unmatched: {path}: no problem of {', '.join(datasets)} claims it for --device {args.device} "
+              f"(--solutions names: <level folder>/<problem name>[.{args.device}].py)")
+    pairs = [pck for pck in found.pairs if only is None or pck[0].problem_id in only][: args.count]
+    if not pairs:
+        raise SystemExit(f"error: --corpus {args.corpus}: no file matched a problem of {', '.join(datasets)} "
+                         f"(--problems {args.problems or 'all'}); name the --dataset holding its problems")  # fmt: skip
+    shared = len(pairs) - len({c.source_hash for _, c, _ in pairs})
+    if shared and not quiet:
+        print(f"note: {shared} candidates share their source with another: their builds are shared, not cold")
+    if not quiet:
+        print(f"corpus {args.corpus}: {len(pairs)} candidates from {len(found.roots)} folder(s), {len(found.unmatched)} unmatched")
+    return pairs
+
+
+def make_config(args: argparse.Namespace, scratch: Path, cache: str) -> EvalConfig:
+    pch = str(scratch / "pch") if args.build_pch == "fresh" else args.build_pch
+    return EvalConfig(device=args.device, trials=args.trials, min_reps=args.min_reps, build_dir=str(scratch / cache),
+                      lock_dir=str(scratch / "locks"), pch_dir=pch, process_pairs=args.process_pairs)  # fmt: skip
+
+
+def session_main(args: argparse.Namespace, pairs: list) -> None:
+    """One of :func:`run_sessions`' processes: every N-th candidate, its lines on stdout, then its build seconds and cut."""
+    k, n = (int(x) for x in args.session.split("/"))
+    stop = threading.Event()
+    timer = threading.Timer(max(float(args.stop_at) - time.time(), 0.0), stop.set) if float(args.stop_at) < math.inf else None
+    if timer:
+        timer.start()
+    config = make_config(args, Path(args.scratch), args.session_cache)
+    _, build_cpu, cut = judge_pairs(pairs[k::n], config, args.build_jobs, args.judges, stop, float(args.phase_start), samples=args.samples)
+    if timer:
+        timer.cancel()
+    print("session-end " + json.dumps({"build_cpu_s": build_cpu, "cut": cut}), flush=True)
+
+
+def main() -> None:
+    args = parse_args()
+    pairs = load_pairs(args, quiet=bool(args.session))
+    if args.session:
+        session_main(args, pairs)
+        return
+    stop_at = time.time() + args.deadline if args.deadline > 0 else math.inf
+    args.out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="kb-throughput-"))
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"), "corpus": args.corpus,
-           "args": vars(args) | {"out": str(args.out)}}  # fmt: skip
-    doc["phases"] = []
-
-    def config(cache: str) -> EvalConfig:
-        pch = str(scratch / "pch") if args.build_pch == "fresh" else args.build_pch
-        return EvalConfig(device=args.device, trials=args.trials, min_reps=args.min_reps, build_dir=str(scratch / cache),
-                          lock_dir=str(scratch / "locks"), pch_dir=pch, process_pairs=args.process_pairs)  # fmt: skip
-
+           "candidates": len(pairs), "args": vars(args) | {"out": str(args.out)}, "phases": [], "skipped_phases": []}  # fmt: skip
+    judged = {"judges": args.judges, "corpus": args.corpus, "samples": args.samples, "stop_at": stop_at}
     for phase in args.phases.split(","):
-        judged = {"judges": args.judges, "corpus": args.corpus, "samples": args.samples}
+        if time.time() >= stop_at:
+            doc["skipped_phases"].append(phase)
+            continue
+        sessions = (args.sessions, sys.argv[1:], "pipeline", scratch)
         if phase == "pipeline":
-            row = run_phase("pipeline (cold)", pairs, config("pipeline"), args.build_jobs, args.device, **judged)
+            row = run_phase("pipeline (cold)", pairs, make_config(args, scratch, "pipeline"), args.build_jobs, args.device, **judged,
+                            sessions=sessions)  # fmt: skip
         elif phase == "warm":
-            row = run_phase("pipeline (warm cache)", pairs, config("pipeline"), args.build_jobs, args.device, **judged)
-        elif phase == "serial":
-            row = run_phase("serial (cold)", pairs[: args.serial_count], config("serial"), 0, args.device, **(judged | {"judges": 1}))
+            row = run_phase("pipeline (warm cache)", pairs, make_config(args, scratch, "pipeline"), args.build_jobs, args.device, **judged,
+                            sessions=sessions)  # fmt: skip
         else:
-            raise SystemExit(f"error: unknown phase {phase!r}: choose from pipeline, warm, serial")
+            row = run_phase("serial (cold)", pairs[: args.serial_count], make_config(args, scratch, "serial"), 0, args.device,
+                            **(judged | {"judges": 1}))  # fmt: skip
         doc["phases"].append(row)
         (args.out / "throughput.json").write_text(json.dumps(doc, indent=1))
+    (args.out / "throughput.json").write_text(json.dumps(doc, indent=1))
+    text = tables(doc)
+    (args.out / "throughput.md").write_text(text)
+    print("\n" + text)
 
-    head = ("phase", "candidates", "build jobs", "judges", "PCH", "wall s", "per hour", "correct", "cached", "GPU busy (smi)",
-            "GPU stages / wall")  # fmt: skip
-    print(f"\ncorpus: {args.corpus}, {len(pairs)} candidates")
-    print("| " + " | ".join(head) + " |\n|" + " --- |" * len(head))
+
+def tables(doc: dict) -> str:
+    """The phases, where their time went, and (for a realistic corpus) each candidate, as Markdown."""
+    head = ("phase", "judged", "sessions x judges", "build jobs", "PCH", "wall s", "per hour", "outcomes", "cached", "GPU busy (smi)",
+            "GPU stages / wall", "cut off")  # fmt: skip
+    out = [f"corpus: {doc['corpus']}, {doc['candidates']} candidates, {doc['date']}", ""]
+    out += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in doc["phases"]:
         busy = "-" if r["nvidia_smi_busy_fraction"] is None else f"{r['nvidia_smi_busy_fraction']:.0%}"
-        print(
-            f"| {r['phase']} | {r['candidates']} | {r['build_jobs']} | {r['judges']} | {r['pch']} {r['pch_events']} | {r['wall_s']} | "
-            f"{r['per_hour']} | {r['correct']} | "
-            f"{r['cached_builds']} | {busy} | {r['judge_gpu_stage_fraction']:.0%} |"
-        )
+        outcomes = ", ".join(f"{k} {v}" for k, v in r["outcomes"].items())
+        out.append(f"| {r['phase']} | {r['candidates']} | {r['sessions']} x {r['judges']} | {r['build_jobs']} | "
+                   f"{r['pch']} {r['pch_events']} | "
+                   f"{r['wall_s']} | {r['per_hour']} | {outcomes} | {r['cached_builds']} | {busy} | {r['judge_gpu_stage_fraction']:.0%} | "
+                   f"{len(r['cut_off'])} |")  # fmt: skip
+    parts = ("judge_wall", "compile_stage", "lock_held", "wait_lock", "rest")
+    out += ["", "judges' seconds, summed over the candidates:", "", "| phase | " + " | ".join(parts) + " | lock held by phase |",
+            "|" + " --- |" * (len(parts) + 2)]  # fmt: skip
+    for r in doc["phases"]:
+        out.append(f"| {r['phase']} | " + " | ".join(str(r["time_s"][k]) for k in parts) + f" | {r['lock_held_s']} |")
+    for r in doc["phases"]:
+        if r.get("results"):
+            out += ["", f"{r['phase']}, by candidate (slowest first):", "",
+                    "| candidate | kind | outcome | speedup | wall s | compile s | lock held s | wait lock s |", "|" + " --- |" * 8]
+            for x in sorted(r["results"], key=lambda x: -x["wall_s"]):
+                held = round(sum(x["lock_held_s"].values()), 2)
+                out.append(f"| {x['candidate']} | {x['kind']} | {x['outcome']} | {x['speedup'] or '-'} | {x['wall_s']} | "
+                           f"{x['stage_s'].get('compile', 0)} | {held} | {x['stage_s'].get('wait_lock', 0)} |")  # fmt: skip
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":
