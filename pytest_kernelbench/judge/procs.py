@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -87,18 +88,9 @@ def descendants(pid: int) -> list[int]:
 def _walk_children(pid: int) -> list[int]:
     found, todo = [], [pid]
     while todo:
-        current = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{current}/task")
-        except FileNotFoundError:
-            continue
-        for tid in tasks:
-            try:
-                kids = [int(k) for k in _read(f"/proc/{current}/task/{tid}/children").split()]
-            except FileNotFoundError:
-                continue
-            found += kids
-            todo += kids
+        kids = _children(todo.pop())
+        found += kids
+        todo += kids
     return found
 
 
@@ -109,7 +101,7 @@ def strays(runners: set[int], trusted: set[int]) -> list[int]:
     a candidate's tree, these are the orphans of its fork/exit chains, reparented here."""
     own = os.getsid(0)
     found = []
-    for pid in _walk_children_once(os.getpid()):
+    for pid in _children(os.getpid()):
         if pid in runners or pid in trusted:
             continue
         try:
@@ -121,7 +113,8 @@ def strays(runners: set[int], trusted: set[int]) -> list[int]:
     return found
 
 
-def _walk_children_once(pid: int) -> list[int]:
+def _children(pid: int) -> list[int]:
+    """The children of every thread of ``pid`` (none when it is gone), from /proc's children files."""
     kids: list[int] = []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
@@ -169,7 +162,7 @@ class ProcessTree:
         self.members: dict[int, int | None] = {}  # pid -> its pidfd (None: no pidfd, signalled by pid)
         self._adoptions = 0  # how many pids it has adopted
 
-    def freeze(self, wait: float = 1.0, strays: list[int] = ()) -> list[int]:
+    def freeze(self, wait: float = 1.0, strays: Sequence[int] = ()) -> list[int]:
         """Stop every member (and adopt ``strays``: processes of this tree found elsewhere, :func:`strays`) and wait
         (at most ``wait`` seconds) until every thread of theirs has stopped: a
         signal takes effect when its target next leaves the kernel, so a thread in the middle of a kernel
