@@ -158,7 +158,7 @@ class Runners:
         self.sandbox: SandboxInfo | None = None
         self.pch: Requests | None = None  # the running build step's requests for a shared PCH, served while it is waited for
         self._spawned = 0  # sandboxed processes started: each cgroup's name
-        self._roots: set[int] = set()  # the pid of every runner and build step started (procs.strays: not a stray)
+        self._roots: set[int] = set()  # the pid of each runner and build step not yet stopped (procs.strays: not a stray)
 
     # -------------------------------------------------------------- starting
 
@@ -360,7 +360,7 @@ class Runners:
 
     def _strays(self) -> list[int]:
         """Processes a candidate's runner left behind without a cgroup or PID namespace to hold them (procs.strays)."""
-        trusted = {side.process.pid for side in (self.reference, *self.spares) if side is not None}
+        trusted = {side.process.pid for side in (self.reference, *self.spares) if side is not None and side.alive()}
         return strays(self._roots, trusted)
 
     def thaw(self, side: Side) -> None:
@@ -400,6 +400,7 @@ class Runners:
             with contextlib.suppress(Exception):
                 side.process.wait(10)
         side.process.kill()
+        self._roots.discard(side.process.pid)  # a pid a stopped runner held, taken again by a stray, is a stray
         side.channel.close()
         if side.tree is not None:
             side.tree.close()
