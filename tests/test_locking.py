@@ -265,3 +265,15 @@ def test_build_slots_are_one_limit_for_every_judge_process_of_the_machine(tmp_pa
     assert slot == 0 and 0.5 < waited < 10
     with build_slot(tmp_path, 0.3, slots=2) as first, build_slot(tmp_path, 0.3, slots=2) as second:
         assert {first, second} == {0, 1}  # two slots: two builds at once
+
+
+@pytest.mark.parametrize(("cores", "slots"), [(1, 1), (2, 1), (4, 3), (8, 7), (16, 14), (32, 28)])
+def test_build_slots_default_to_the_cores_less_one_in_eight(monkeypatch, cores, slots):
+    """A CUDA build keeps one core busy at a time: the machine builds on all but a few cores, and one at a time on two."""
+    from pytest_kernelbench.judge.locking import BUILD_SLOTS_ENV, build_slots
+
+    monkeypatch.delenv(BUILD_SLOTS_ENV, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert build_slots() == slots
+    monkeypatch.setenv(BUILD_SLOTS_ENV, "5")
+    assert build_slots() == 5

@@ -187,14 +187,16 @@ BUILD_SLOTS_ENV = "KB_BUILD_SLOTS"  # how many candidate builds run at once on t
 
 
 def build_slots() -> int:
-    """Candidate builds at once on this machine, whatever process judges them: ``KB_BUILD_SLOTS``, else half the cores
-    this process may use (at least one): a CUDA build's nvcc and cicc keep a core each busy for most of a minute, and six
-    builds at once on 2 cores all timed out in 'compile' at 60 s where each alone took 35 s."""
+    """Candidate builds at once on this machine, whatever process judges them: ``KB_BUILD_SLOTS``, else the cores this
+    process may use less one in eight (at least one left for the judges; a 2-core machine builds one at a time). Each
+    step of a CUDA build (cudafe++, cicc, the host compile) keeps one core busy: six builds at once on 2 cores all timed
+    out in 'compile' at 60 s where each alone took 35 s, and half the cores (the former default) left a 16-core H200
+    machine 30% idle while its judges waited for builds (docs/performance.md, "The PIKE corpus on one H200")."""
     value = os.environ.get(BUILD_SLOTS_ENV, "")
     if value.isdigit() and int(value) > 0:
         return int(value)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cores // 2)
+    return max(1, cores - max(1, cores // 8))
 
 
 @contextlib.contextmanager
