@@ -217,6 +217,19 @@ def test_bundled_cuda_solutions(pytester):
     assert all(r["outcome"] == "correct" for r in results), [(r["problem"], r["message"][-400:]) for r in results]
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_xdist_workers_spread_over_the_gpus_and_each_judges_its_share(pytester):
+    """Issue 46: with -n 4 on two GPUs, workers gw0/gw2 judge on cuda:0 and gw1/gw3 on cuda:1 (one device lock per GPU),
+    and every bundled CUDA solution is still correct."""
+    report = pytester.path / "two-gpus.json"
+    pytester.runpytest_subprocess(
+        "--level", "mini", "--solutions", str(REPO / "solutions"), "--device", "cuda", "-n", "4", f"--kb-report={report}"
+    )
+    results = json.loads(report.read_text())["results"]
+    assert all(r["outcome"] == "correct" for r in results), [(r["problem"], r["message"][-400:]) for r in results]
+    assert {r["device"] for r in results} == {"cuda:0", "cuda:1"}
+
+
 @pytest.mark.skipif(not (SHARED_KB / "problems.jsonl").is_file(), reason="KernelBench data not available")
 def test_level1_baseline_speedup_is_one(pytester):
     report = pytester.path / "l1.json"
