@@ -16,6 +16,8 @@ from .tolerance import PRESETS as TOLERANCES
 from .tolerance import Tolerance, check_number
 from .tolerance import parse as parse_tolerance
 
+INPUTS = ("standard", "varied")  # --inputs: the correctness trials' distributions (judge/distributions.py)
+
 MAX_PROCESS_PAIRS = 5  # --process-pairs: as many as a CPU takes by itself (stats.AUTO_PAIRS); each a runner start and a timing phase
 
 
@@ -146,6 +148,9 @@ class EvalConfig:
     # locked window: milliseconds) or "host" (KernelBench's way: on the CPU, then copied; a level-1
     # problem's 1.6e9 random numbers take the CPU 10-25 s per input set)
     inputs_on: str = "device"
+    # the correctness trials' inputs: "standard" (get_inputs()'s own distribution) or "varied" (after the first trial,
+    # other scales, a shift, uniform, small integers: judge/distributions.py)
+    inputs: str = "standard"
     lock_dir: str = ""
     lock_timeout: float = 3600.0  # seconds to wait for the device lock before giving up
     build_dir: str = ""  # build cache: one TORCH_EXTENSIONS_DIR per candidate key inside (see buildcache.py)
@@ -188,6 +193,8 @@ class EvalConfig:
             raise KernelBenchUsageError(f"--round-calls {self.round_calls}: give 0 (automatic) to {MAX_ROUND_CALLS}")
         if not 0 <= self.process_pairs <= MAX_PROCESS_PAIRS:
             raise KernelBenchUsageError(f"--process-pairs {self.process_pairs}: give 0 (automatic) to {MAX_PROCESS_PAIRS}")
+        if self.inputs not in INPUTS:
+            raise KernelBenchUsageError(f"--inputs {self.inputs}: choose {' or '.join(INPUTS)}")
         if self.sandbox not in ("auto", "required", "off"):
             raise KernelBenchUsageError(f"--kb-sandbox {self.sandbox}: choose auto, required or off")
         compile_mode(self.mode)  # a usage error for a mode that does not exist
@@ -337,6 +344,9 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
     JudgeOption("strict", "--strict", "reject candidates whose forward runs PyTorch compute ops", pytest_flags=("--kb-strict",)),
     JudgeOption("inputs_on", "--inputs-on", "make get_inputs() tensors on the judged device, or on the host as KernelBench does",
                 choices=("device", "host")),
+    JudgeOption("inputs", "--inputs", "the correctness trials' inputs: get_inputs()'s own distribution, or varied (after the "
+                "first trial: scaled, shifted, uniform, small integers; a variant where the reference is not finite is "
+                "dropped)", choices=INPUTS),
     JudgeOption("timer", "--timer", "GPU timing: CUDA events around each call, or around one CUDA-graph replay",
                 pytest_flags=("--kb-timer",), choices=("events", "cuda-graph")),
     JudgeOption("round_calls", "--round-calls", "calls of each side per timing round, each on fresh inputs (0: automatic, "

@@ -24,6 +24,7 @@ from ...config import compile_mode
 from .. import fused
 from .. import protocol as p
 from ..assignment import Assignment
+from ..distributions import STANDARD, variant_for_trial
 from ..policy import compute_ops
 from ..procs import become_subreaper, die_with_parent, kill_children
 from ..runner import profiled
@@ -258,15 +259,26 @@ class Evaluation:
         self.found.extra.warm_step = True
 
     def trials(self) -> None:
-        """Correctness trials, fresh inputs each; then the operator trace of one more call."""
+        """Correctness trials, fresh inputs each (with ``--inputs varied``, from other distributions after the first:
+        judge/distributions.py); then the operator trace of one more call."""
         n = self.cfg.trials
-        worst = 0.0
+        worst, checked, dropped = 0.0, [], set()
         with self.buffers.phase("run", shared=True):
             self.buffers.bind()
             for i in range(n):
                 self.ctx.status.enter("run")
-                worst = max(worst, self.timer.judged_pair(f"trial {i + 1}/{n}", candidate_first=True))
+                variant = variant_for_trial(i, self.cfg.inputs, dropped)
+                label = f"trial {i + 1}/{n}" + ("" if variant == STANDARD else f" (inputs {variant})")
+                diff = self.timer.judged_pair(label, candidate_first=True, variant=variant)
+                if diff is None:  # the reference is not finite there: held to what it answers, on the standard inputs
+                    dropped.add(variant)
+                    diff = self.timer.judged_pair(f"trial {i + 1}/{n}", candidate_first=True)
+                elif variant != STANDARD:
+                    checked.append(variant)
+                worst = max(worst, diff or 0.0)
             self.found.update(max_abs_diff=worst, trials=n)
+            if self.cfg.inputs == "varied":
+                self.found.extra.input_variants = {"checked": checked, "dropped": sorted(dropped)}
             self.trace()
 
     def trace(self) -> None:

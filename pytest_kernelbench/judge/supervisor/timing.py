@@ -14,6 +14,7 @@ import torch
 
 from .. import protocol as p
 from ..compare import Sealer, compare_chunked, compare_tensors, digest_value, flatten, values_equal
+from ..distributions import STANDARD, finite, vary
 from ..stats import Stopper, WallCheck, wall_check
 from .buffers import Buffers
 from .device import Device
@@ -121,13 +122,19 @@ class Timer:
 
     # -------------------------------------------------------------- rounds and calls
 
-    def judged_pair(self, label: str, candidate_first: bool) -> float:
-        """A correctness trial: one call of each side on the same fresh inputs, compared; the largest difference."""
+    def judged_pair(self, label: str, candidate_first: bool, variant: str = STANDARD) -> float | None:
+        """A correctness trial: one call of each side on the same fresh inputs (redrawn as ``variant`` says:
+        judge/distributions.py), compared; the largest difference. None, unchecked, where the reference's output on a
+        variant is not all finite: the caller drops that variant."""
         found = self.ctx.found
         with found.split("run/pair.inputs"):
-            values = self.buffers.make_inputs()
+            values = vary(self.buffers.make_inputs(), variant)
         records = {side.name: self.call(side, [values], label=label) for side in self._order(candidate_first)}
-        self.ctx.fp.ref_ms = min(self.ctx.fp.ref_ms, records["reference"].replies[0].ms)
+        if variant != STANDARD:
+            if not finite(list(self.runners.reference.sets[0].slots)):
+                return None
+        else:
+            self.ctx.fp.ref_ms = min(self.ctx.fp.ref_ms, records["reference"].replies[0].ms)
         self.ctx.status.enter("compare")
         with found.split("run/pair.check"):
             return self.check(values, records["candidate"], records["reference"], label)

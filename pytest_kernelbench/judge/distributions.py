@@ -1,0 +1,76 @@
+"""``--inputs varied``: correctness trials on other input distributions than ``get_inputs()``'s own.
+
+Each call's inputs are fresh, but always drawn from the problem's distribution, so an analytical shortcut that holds
+for it passes: the mean of a long row of ``torch.rand`` values is 0.5 within any tolerance, a ``randn`` batch's
+statistics are 0 and 1 (KernelBench PR #118). With ``varied``, the correctness trials after the first draw the
+problem's inputs as usual and then reshape their floating-point tensors' distribution, one variant a trial in turn
+(with the default 5 trials, the first four):
+
+- ``scaled up``: every value times 8 (signs kept, so a positive-only domain stays);
+- ``shifted``: plus the tensor's spread (its standard deviation, or 1), so a zero mean is no longer given;
+- ``uniform``: uniform over the same tensor's own range (its minimum to its maximum): other statistics, same domain;
+- ``small integers``: the values times 4, rounded to whole numbers (exact sums, ties, zeros);
+- ``scaled down``: every value divided by 8.
+
+Integer and bool tensors (indices, masks, sizes) and every non-tensor value are left as ``get_inputs()`` made them.
+A variant on which the reference's output is not all finite (a log of a shifted value, an overflow) is dropped for
+the rest of the evaluation and that trial runs again on the standard inputs: a candidate is held only to what the
+reference itself answers. Pure functions of the trusted side: the supervisor calls them on inputs it made.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..config import INPUTS  # noqa: F401 - the choices, declared where the options are
+
+STANDARD = "standard"
+VARIANTS = ("scaled up", "shifted", "uniform", "small integers", "scaled down")  # in the order trials take them
+
+
+def variant_for_trial(trial: int, inputs: str, dropped: set[str]) -> str:
+    """The distribution trial ``trial`` (0-based) draws from: the first always the problem's own, then each variant
+    not dropped in turn (``standard`` when every one was, or with ``--inputs standard``)."""
+    left = [v for v in VARIANTS if v not in dropped]
+    if inputs != "varied" or trial == 0 or not left:
+        return STANDARD
+    return left[(trial - 1) % len(left)]
+
+
+def vary(values: list[Any], variant: str) -> list[Any]:
+    """``values`` with each floating-point tensor (also inside lists and tuples) redrawn as ``variant`` says."""
+    if variant == STANDARD:
+        return values
+    return [_vary_value(v, variant) for v in values]
+
+
+def _vary_value(value: Any, variant: str) -> Any:
+    if isinstance(value, (list, tuple)):
+        return type(value)(_vary_value(v, variant) for v in value)
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.numel() == 0:
+        return value
+    return _vary_tensor(value, variant).to(value.dtype)
+
+
+def _vary_tensor(x: torch.Tensor, variant: str) -> torch.Tensor:
+    if variant == "scaled up":
+        return x * 8
+    if variant == "scaled down":
+        return x / 8
+    wide = x.float()
+    if variant == "uniform":
+        lo, hi = wide.min(), wide.max()
+        return torch.rand_like(wide) * (hi - lo) + lo
+    if variant == "shifted":
+        spread = wide.std() if wide.numel() > 1 else wide.new_tensor(0.0)
+        return wide + (spread if bool(torch.isfinite(spread)) and float(spread) > 0 else 1.0)
+    if variant == "small integers":
+        return torch.round(wide * 4)
+    raise ValueError(f"unknown input variant {variant!r}; choose from {', '.join(VARIANTS)}")
+
+
+def finite(outputs: list[torch.Tensor]) -> bool:
+    """Whether every floating-point value of the reference's outputs is finite."""
+    return all(bool(torch.isfinite(t).all()) for t in outputs if t.is_floating_point() or t.is_complex())

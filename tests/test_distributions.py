@@ -1,0 +1,130 @@
+"""``--inputs varied`` (issue 48): correctness trials on other distributions than ``get_inputs()``'s own."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import cpu_config
+from pytest_kernelbench.candidates import Candidate
+from pytest_kernelbench.errors import KernelBenchUsageError
+from pytest_kernelbench.judge.controller import evaluate
+from pytest_kernelbench.judge.distributions import STANDARD, VARIANTS, variant_for_trial, vary
+from pytest_kernelbench.outcome import Outcome
+from pytest_kernelbench.problems import Problem
+
+ROW_MEAN = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x.mean(dim=1)
+
+
+def get_inputs():
+    return [torch.rand(16, 65536)]
+
+
+def get_init_inputs():
+    return []
+"""
+# The analytical shortcut: the mean of 65536 values of torch.rand is 0.5 within PIKE's 0.01 (a near-constant output).
+CONSTANT_HALF = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.full((x.shape[0],), 0.5, dtype=x.dtype)
+"""
+HONEST_MEAN = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x.sum(dim=1) / x.shape[1]
+"""
+LOG = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.log(x)
+
+
+def get_inputs():
+    return [torch.rand(64, 64) + 0.1]
+
+
+def get_init_inputs():
+    return []
+"""
+HONEST_LOG = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.log(x.clone())
+"""
+
+
+def _problem(source: str, name: str) -> Problem:
+    return Problem("mini", 90, name, source, "tests/test_distributions.py")
+
+
+def _candidate(source: str) -> Candidate:
+    return Candidate(source, "", "test")
+
+
+def test_each_variant_keeps_shapes_dtypes_and_leaves_integers_alone():
+    values = [torch.randn(3, 5), torch.rand(4, dtype=torch.float16), torch.arange(6), torch.ones(2, dtype=torch.bool), 7,
+              [torch.randn(2)], torch.empty(0)]  # fmt: skip
+    for variant in VARIANTS:
+        out = vary(values, variant)
+        for before, after in zip(values, out, strict=True):
+            if isinstance(before, torch.Tensor):
+                assert (after.shape, after.dtype, after.device) == (before.shape, before.dtype, before.device), variant
+        assert torch.equal(out[2], values[2]) and torch.equal(out[3], values[3]) and out[4] == 7, variant
+        assert not torch.equal(out[0], values[0]), variant  # the floating-point values did change
+    assert vary(values, STANDARD) is values
+    uniform = vary([torch.rand(10_000) + 3.0], "uniform")[0]
+    assert 3.0 <= float(uniform.min()) and float(uniform.max()) < 4.0  # the tensor's own range: its domain kept
+    assert torch.equal(vary([torch.tensor([0.3, -0.2])], "small integers")[0], torch.tensor([1.0, -1.0]))
+
+
+def test_trials_take_the_variants_in_turn_after_a_standard_first_and_skip_dropped_ones():
+    assert [variant_for_trial(i, "varied", set()) for i in range(7)] == [STANDARD, *VARIANTS, VARIANTS[0]]
+    assert variant_for_trial(2, "varied", {VARIANTS[1]}) == VARIANTS[2]
+    assert variant_for_trial(1, "varied", set(VARIANTS)) == STANDARD
+    assert {variant_for_trial(i, "standard", set()) for i in range(6)} == {STANDARD}
+    with pytest.raises(KernelBenchUsageError, match="--inputs other: choose standard or varied"):
+        cpu_config(inputs="other")
+
+
+def test_a_shortcut_that_holds_for_the_problems_own_distribution_fails_on_varied_inputs():
+    problem = _problem(ROW_MEAN, "90_RowMean")
+    standard = evaluate(problem, _candidate(CONSTANT_HALF), cpu_config(tolerance="pike"))
+    assert standard.outcome is Outcome.CORRECT, standard.message  # the blind spot the option closes
+    assert standard.extra.suspect_constant_output
+    varied = evaluate(problem, _candidate(CONSTANT_HALF), cpu_config(tolerance="pike", inputs="varied"))
+    assert varied.outcome is Outcome.INCORRECT
+    assert "trial 2/3 (inputs scaled up)" in varied.message
+    honest = evaluate(problem, _candidate(HONEST_MEAN), cpu_config(inputs="varied"))
+    assert honest.outcome is Outcome.CORRECT, honest.message
+    assert honest.extra.input_variants == {"checked": ["scaled up", "shifted"], "dropped": []}
+
+
+def test_a_variant_on_which_the_reference_is_not_finite_is_dropped_and_that_trial_runs_on_standard_inputs():
+    """log(x) of x in [0.1, 1.1): rounded to small integers some are 0, and the reference answers -inf there."""
+    result = evaluate(_problem(LOG, "91_Log"), _candidate(HONEST_LOG), cpu_config(inputs="varied", trials=5))
+    assert result.outcome is Outcome.CORRECT, result.message
+    assert result.extra.input_variants == {"checked": ["scaled up", "shifted", "uniform"], "dropped": ["small integers"]}
