@@ -73,17 +73,27 @@ def _alive_with(marker: str) -> list[int]:
     return found
 
 
-@pytest.fixture
-def scene(tmp_path, monkeypatch):
-    """Folders of the judge's own, a planted secret, a home with credential files, a loopback server."""
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    """A planted secret, in the environment and in a home with credential files, for the module's tests: one per module
+    (not per test), so that the judge's fork server, keyed by the environment, is started once rather than per file
+    (4 s each on CI's machine)."""
     secret = f"sk-test-{uuid.uuid4().hex}"
-    home = tmp_path / "home"
+    home = tmp_path_factory.mktemp("planted") / "home"
     (home / ".config").mkdir(parents=True)
     (home / ".config" / "kbagent-test-secret").write_text(secret)
     (home / ".netrc").write_text(f"machine api.example.com password {secret}\n")
-    monkeypatch.setenv("HOME", str(home))
-    for name in ("OPENAI_API_KEY", "KBAGENT_API_KEY", "HF_TOKEN", "MY_SERVICE_SECRET", "TORCH_AUTH_TOKEN"):
-        monkeypatch.setenv(name, secret)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(home))
+        for name in ("OPENAI_API_KEY", "KBAGENT_API_KEY", "HF_TOKEN", "MY_SERVICE_SECRET", "TORCH_AUTH_TOKEN"):
+            patch.setenv(name, secret)
+        yield secret
+
+
+@pytest.fixture
+def scene(tmp_path, planted):
+    """Folders of the judge's own, the planted secret, a loopback server."""
+    secret = planted
     folders = {name: tmp_path / name for name in ("builds", "pch", "locks")}
     for folder in folders.values():
         folder.mkdir()
