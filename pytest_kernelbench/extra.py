@@ -36,8 +36,9 @@ class Extra:
     op_trace_error: str | None = None
     kernel_profile: dict[str, dict[str, float]] | None = None  # per kernel: us and launches (the candidate's own claim)
     kernel_profile_error: str | None = None
-    # --inputs varied: the distributions the trials checked, and those dropped (the reference not finite there)
-    input_variants: dict[str, list[str]] | None = None
+    # --inputs varied: the distributions the trials checked, and those dropped with why (the reference raised or was not
+    # finite there)
+    input_variants: dict[str, Any] | None = None
     # --- the time phase
     calls_per_round: int | None = None
     timer: str | None = None  # events, cuda-graph or perf_counter

@@ -9,7 +9,7 @@ from helpers import cpu_config
 from pytest_kernelbench.candidates import Candidate
 from pytest_kernelbench.errors import KernelBenchUsageError
 from pytest_kernelbench.judge.controller import evaluate
-from pytest_kernelbench.judge.distributions import STANDARD, VARIANTS, variant_for_trial, vary
+from pytest_kernelbench.judge.distributions import STANDARD, VARIANTS, Variants, vary
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import Problem
 
@@ -102,10 +102,20 @@ def test_each_variant_keeps_shapes_dtypes_and_leaves_integers_alone():
 
 
 def test_trials_take_the_variants_in_turn_after_a_standard_first_and_skip_dropped_ones():
-    assert [variant_for_trial(i, "varied", set()) for i in range(7)] == [STANDARD, *VARIANTS, VARIANTS[0]]
-    assert variant_for_trial(2, "varied", {VARIANTS[1]}) == VARIANTS[2]
-    assert variant_for_trial(1, "varied", set(VARIANTS)) == STANDARD
-    assert {variant_for_trial(i, "standard", set()) for i in range(6)} == {STANDARD}
+    cycle = Variants("varied")
+    taken = []
+    for trial in range(7):
+        taken.append(cycle.for_trial(trial))
+        cycle.passed(taken[-1])
+    assert taken == [STANDARD, *VARIANTS, VARIANTS[0]] and cycle.checked == taken[1:]
+    cycle = Variants("varied")
+    assert cycle.for_trial(1) == VARIANTS[0]
+    cycle.drop(VARIANTS[0], "why")
+    assert cycle.for_trial(2) == VARIANTS[1] and cycle.dropped == {VARIANTS[0]: "why"}  # the next one, none skipped
+    for variant in VARIANTS[1:]:
+        cycle.drop(variant, "")
+    assert cycle.for_trial(3) == STANDARD  # every variant dropped: the problem's own
+    assert {Variants("standard").for_trial(i) for i in range(6)} == {STANDARD}
     with pytest.raises(KernelBenchUsageError, match="--inputs other: choose standard or varied"):
         cpu_config(inputs="other")
 
@@ -120,11 +130,53 @@ def test_a_shortcut_that_holds_for_the_problems_own_distribution_fails_on_varied
     assert "trial 2/3 (inputs scaled up)" in varied.message
     honest = evaluate(problem, _candidate(HONEST_MEAN), cpu_config(inputs="varied"))
     assert honest.outcome is Outcome.CORRECT, honest.message
-    assert honest.extra.input_variants == {"checked": ["scaled up", "shifted"], "dropped": []}
+    assert honest.extra.input_variants == {"checked": ["scaled up", "shifted"], "dropped": {}}
 
 
 def test_a_variant_on_which_the_reference_is_not_finite_is_dropped_and_that_trial_runs_on_standard_inputs():
     """log(x) of x in [0.1, 1.1): rounded to small integers some are 0, and the reference answers -inf there."""
     result = evaluate(_problem(LOG, "91_Log"), _candidate(HONEST_LOG), cpu_config(inputs="varied", trials=5))
     assert result.outcome is Outcome.CORRECT, result.message
-    assert result.extra.input_variants == {"checked": ["scaled up", "shifted", "uniform"], "dropped": ["small integers"]}
+    assert result.extra.input_variants == {"checked": ["scaled up", "shifted", "uniform"],
+                                           "dropped": {"small integers": "the reference's output is not all finite"}}
+
+
+CHECKED_LOG = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        if bool((x > 1.2).any()):
+            raise ValueError("outside the domain this model is defined on")
+        return torch.log(x + 1)
+
+
+def get_inputs():
+    return [torch.rand(64, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+HONEST_CHECKED_LOG = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.log1p(x)
+"""
+
+
+def test_a_variant_the_reference_raises_on_is_dropped_not_a_harness_error():
+    """A reference that checks its domain (values up to 1.2; its inputs are in [0, 1)) raises on the scaled-up and
+    shifted values: no fault of the candidate's, nor a judge failure: those variants are dropped, with why."""
+    problem = _problem(CHECKED_LOG, "92_CheckedLog")
+    result = evaluate(problem, _candidate(HONEST_CHECKED_LOG), cpu_config(inputs="varied", trials=4))
+    assert result.outcome is Outcome.CORRECT, result.message
+    assert result.extra.input_variants["checked"] == ["uniform"]
+    assert set(result.extra.input_variants["dropped"]) == {"scaled up", "shifted"}
+    assert result.extra.input_variants["dropped"]["scaled up"] == "ValueError: outside the domain this model is defined on"

@@ -30,13 +30,28 @@ STANDARD = "standard"
 VARIANTS = ("scaled up", "shifted", "uniform", "small integers", "scaled down")  # in the order trials take them
 
 
-def variant_for_trial(trial: int, inputs: str, dropped: set[str]) -> str:
-    """The distribution trial ``trial`` (0-based) draws from: the first always the problem's own, then each variant
-    not dropped in turn (``standard`` when every one was, or with ``--inputs standard``)."""
-    left = [v for v in VARIANTS if v not in dropped]
-    if inputs != "varied" or trial == 0 or not left:
-        return STANDARD
-    return left[(trial - 1) % len(left)]
+class Variants:
+    """The distributions one evaluation's trials take: the first trial always the problem's own, then each variant in
+    turn (cycling when there are more trials); a dropped one is not taken again and the next trial takes the one after
+    it. With ``--inputs standard`` every trial is standard."""
+
+    def __init__(self, inputs: str):
+        self.left = list(VARIANTS) if inputs == "varied" else []
+        self.turn = 0
+        self.checked: list[str] = []
+        self.dropped: dict[str, str] = {}  # variant: why
+
+    def for_trial(self, trial: int) -> str:
+        return STANDARD if trial == 0 or not self.left else self.left[self.turn % len(self.left)]
+
+    def passed(self, variant: str) -> None:
+        if variant != STANDARD:
+            self.checked.append(variant)
+            self.turn += 1
+
+    def drop(self, variant: str, why: str) -> None:
+        self.left.remove(variant)
+        self.dropped[variant] = why
 
 
 def vary(values: list[Any], variant: str) -> list[Any]:

@@ -24,7 +24,7 @@ from ...config import compile_mode
 from .. import fused
 from .. import protocol as p
 from ..assignment import Assignment
-from ..distributions import STANDARD, variant_for_trial
+from ..distributions import STANDARD, Variants
 from ..policy import compute_ops
 from ..procs import become_subreaper, die_with_parent, kill_children
 from ..runner import profiled
@@ -262,23 +262,23 @@ class Evaluation:
         """Correctness trials, fresh inputs each (with ``--inputs varied``, from other distributions after the first:
         judge/distributions.py); then the operator trace of one more call."""
         n = self.cfg.trials
-        worst, checked, dropped = 0.0, [], set()
+        worst, variants = 0.0, Variants(self.cfg.inputs)
         with self.buffers.phase("run", shared=True):
             self.buffers.bind()
             for i in range(n):
                 self.ctx.status.enter("run")
-                variant = variant_for_trial(i, self.cfg.inputs, dropped)
+                variant = variants.for_trial(i)
                 label = f"trial {i + 1}/{n}" + ("" if variant == STANDARD else f" (inputs {variant})")
                 diff = self.timer.judged_pair(label, candidate_first=True, variant=variant)
-                if diff is None:  # the reference is not finite there: held to what it answers, on the standard inputs
-                    dropped.add(variant)
+                if diff is None:  # the reference has no finite answer there: held to what it answers, on standard inputs
+                    variants.drop(variant, self.timer.dropped_why)
                     diff = self.timer.judged_pair(f"trial {i + 1}/{n}", candidate_first=True)
-                elif variant != STANDARD:
-                    checked.append(variant)
+                else:
+                    variants.passed(variant)
                 worst = max(worst, diff or 0.0)
             self.found.update(max_abs_diff=worst, trials=n)
             if self.cfg.inputs == "varied":
-                self.found.extra.input_variants = {"checked": checked, "dropped": sorted(dropped)}
+                self.found.extra.input_variants = {"checked": variants.checked, "dropped": variants.dropped}
             self.trace()
 
     def trace(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from typing import Any
 
@@ -41,6 +42,7 @@ class Timer:
         self.walls: dict[str, list[float]] = {"reference": [], "candidate": []}  # the supervisor's own clock, ms
         self.round_calls = 1  # calls of each side in one timing round (plan.calls_per_round)
         self.confirmed_new_ms = 0.0  # the candidate's time the wall clock vouches for (stats.wall_check)
+        self.dropped_why = ""  # why judged_pair last dropped an input variant (--inputs varied)
 
     @property
     def unit(self) -> str:
@@ -124,14 +126,23 @@ class Timer:
 
     def judged_pair(self, label: str, candidate_first: bool, variant: str = STANDARD) -> float | None:
         """A correctness trial: one call of each side on the same fresh inputs (redrawn as ``variant`` says:
-        judge/distributions.py), compared; the largest difference. None, unchecked, where the reference's output on a
-        variant is not all finite: the caller drops that variant."""
+        judge/distributions.py), compared; the largest difference. None, unchecked, where the reference raised on a
+        variant's values or its output there is not all finite (why: ``dropped_why``): the caller drops that variant."""
         found = self.ctx.found
         with found.split("run/pair.inputs"):
             values = vary(self.buffers.make_inputs(), variant)
-        records = {side.name: self.call(side, [values], label=label) for side in self._order(candidate_first)}
+        records = {}
+        for side in self._order(candidate_first):
+            try:
+                records[side.name] = self.call(side, [values], label=label)
+            except Verdict as verdict:  # the reference raised on the variant's values: it has no answer to hold one to
+                if variant == STANDARD or not side.trusted or not side.alive():
+                    raise
+                self.dropped_why = _exception_line(verdict.message)
+                return None
         if variant != STANDARD:
             if not finite(list(self.runners.reference.sets[0].slots)):
+                self.dropped_why = "the reference's output is not all finite"
                 return None
         else:
             self.ctx.fp.ref_ms = min(self.ctx.fp.ref_ms, records["reference"].replies[0].ms)
@@ -273,6 +284,13 @@ class Timer:
                 spread, suspect = max(spread, diff), suspect and over == 0
         scale = max(float(a.abs().max()) for a in first if a.numel()) or 1.0
         return spread / scale, bool(suspect)
+
+
+def _exception_line(message: str) -> str:
+    """The line of a failure's message that names the exception (``ValueError: ...``), else its first line."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    named = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b", line)]
+    return (named[-1] if named else lines[0] if lines else "")[:300]
 
 
 def _first_changed(inputs: list[torch.Tensor], pristine: list[torch.Tensor]) -> int | None:
