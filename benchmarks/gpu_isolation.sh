@@ -19,7 +19,7 @@ kb=$(realpath "${2:-../shared/kernelbench}")
 source "$(dirname "$0")/gpu_env.sh"
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} KB_TEST_DATA="$kb"
 record_device sh -c 'nproc; lscpu | grep -E "^(Model name|Thread|Core|Socket|CPU\(s\))"'  # cores vs hardware threads: CPU-seconds under load
-python3 -c "from pytest_kernelbench.judge.sandbox import probe; print('sandbox:', probe())" | tee -a "$out/device.txt"
+python3 -c "from pytest_kernelbench.judge.sandbox import resolve; print('sandbox:', resolve('auto'))" | tee -a "$out/device.txt"
 
 steps=" ${STEPS:-tests fidelity throughput} "
 if [[ $steps == *" tests "* ]]; then
