@@ -239,7 +239,8 @@ def judged_line(pck, result, started: float, busy: float | None, samples: bool) 
             "build_cached": bool(result.extra.build_cached), "stepped_aside": int(result.extra.stepped_aside or 0),
             "wall_excess_ms": (result.extra.wall_check or {}).get("excess_ms"),
             "timed_calls": result.extra.timed_calls, "checked_calls": result.extra.checked_calls,
-            "noisy": result.extra.speedup_noisy, "pairs": _pairs_timed(result)}  # fmt: skip
+            "noisy": result.extra.speedup_noisy, "capped": result.extra.speedup_capped, "sandbox": result.extra.sandbox,
+            "pairs": _pairs_timed(result)}  # fmt: skip
     if not result.correct:
         line["message"] = result.message[:400]
     if samples and result.ref and result.new:  # each side's timing samples, in the order they were taken
