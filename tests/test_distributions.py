@@ -167,13 +167,16 @@ import torch.nn as nn
 
 class ModelNew(nn.Module):
     def forward(self, x):
+        if bool((x > 1.2).any()):  # the same domain check as the reference's
+            raise ValueError("outside the domain this model is defined on")
         return torch.log1p(x)
 """
 
 
 def test_a_variant_the_reference_raises_on_is_dropped_not_a_harness_error():
     """A reference that checks its domain (values up to 1.2; its inputs are in [0, 1)) raises on the scaled-up and
-    shifted values: no fault of the candidate's, nor a judge failure: those variants are dropped, with why."""
+    shifted values: no fault of the candidate's (which checks the same and would raise first, being called first), nor a
+    judge failure: those variants are dropped, with why, before the candidate sees them."""
     problem = _problem(CHECKED_LOG, "92_CheckedLog")
     result = evaluate(problem, _candidate(HONEST_CHECKED_LOG), cpu_config(inputs="varied", trials=4))
     assert result.outcome is Outcome.CORRECT, result.message

@@ -126,29 +126,41 @@ class Timer:
 
     def judged_pair(self, label: str, candidate_first: bool, variant: str = STANDARD) -> float | None:
         """A correctness trial: one call of each side on the same fresh inputs (redrawn as ``variant`` says:
-        judge/distributions.py), compared; the largest difference. None, unchecked, where the reference raised on a
-        variant's values or its output there is not all finite (why: ``dropped_why``): the caller drops that variant."""
+        judge/distributions.py), compared; the largest difference. None, with the candidate not called, where the
+        reference raises on the variant's values or answers values that are not all finite (why: ``dropped_why``): the
+        caller drops that variant, so that a candidate that checks the same domain is never blamed for it."""
         found = self.ctx.found
+        if variant != STANDARD and not self._reference_answers(variant, label):
+            return None
         with found.split("run/pair.inputs"):
             values = vary(self.buffers.make_inputs(), variant)
-        records = {}
-        for side in self._order(candidate_first):
-            try:
-                records[side.name] = self.call(side, [values], label=label)
-            except Verdict as verdict:  # the reference raised on the variant's values: it has no answer to hold one to
-                if variant == STANDARD or not side.trusted or not side.alive():
-                    raise
-                self.dropped_why = _exception_line(verdict.message)
-                return None
-        if variant != STANDARD:
-            if not finite(list(self.runners.reference.sets[0].slots)):
-                self.dropped_why = "the reference's output is not all finite"
-                return None
-        else:
+        records = {side.name: self.call(side, [values], label=label) for side in self._order(candidate_first)}
+        if variant == STANDARD:
             self.ctx.fp.ref_ms = min(self.ctx.fp.ref_ms, records["reference"].replies[0].ms)
+        elif not finite(list(self.runners.reference.sets[0].slots)):  # this draw, unlike the probe's
+            self.dropped_why = "the reference's output is not all finite"
+            return None
         self.ctx.status.enter("compare")
         with found.split("run/pair.check"):
             return self.check(values, records["candidate"], records["reference"], label)
+
+    def _reference_answers(self, variant: str, label: str) -> bool:
+        """The reference alone on a draw of ``variant`` (other values than the trial's, so that nothing it leaves in
+        memory is the trial's answer): whether it answers, all finite; else why not, in ``dropped_why``."""
+        ref = self.runners.reference
+        with self.ctx.found.split("run/pair.inputs"):
+            probe = vary(self.buffers.make_inputs(), variant)
+        try:
+            self.call(ref, [probe], label=f"{label}, the reference alone")
+        except Verdict as verdict:
+            if not ref.alive():  # a reference that died is the judge's failure, as on standard inputs
+                raise
+            self.dropped_why = _exception_line(verdict.message)
+            return False
+        if not finite(list(ref.sets[0].slots)):
+            self.dropped_why = "the reference's output is not all finite"
+            return False
+        return True
 
     def _order(self, candidate_first: bool) -> tuple[Side, Side]:
         ref, new = self.runners.reference, self.runners.candidate
