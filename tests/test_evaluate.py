@@ -46,7 +46,9 @@ def test_correct_candidate_has_speedup_timings_and_metadata():
 
 
 def test_baseline_is_correct_with_speedup_near_one():
-    result = evaluate(tiny_problem(), baseline_candidate(tiny_problem()), cpu_config(max_time=0.5))
+    # the judge's own number of runner pairs (process_pairs=0): a pair whose processes drew a bad offset on a busy machine
+    # is timed again in fresh ones (one pair read 0.31x for identical code in a full suite run here, 2026-11-29)
+    result = evaluate(tiny_problem(), baseline_candidate(tiny_problem()), cpu_config(max_time=0.5, process_pairs=0))
     assert result.outcome is Outcome.CORRECT, result.message
     assert 0.33 < result.speedup < 3.0  # CPU timings under a loaded CI machine are noisy; this catches gross errors
     # nothing to build: the candidate's runner started beside the reference, and the reference's exclusive phase did
