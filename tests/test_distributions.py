@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 import torch
 
@@ -13,76 +15,30 @@ from pytest_kernelbench.judge.distributions import STANDARD, VARIANTS, Variants,
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import Problem
 
-ROW_MEAN = """
-import torch
-import torch.nn as nn
+DOMAIN_CHECK = 'if bool((x > 1.2).any()):\n    raise ValueError("outside the domain this model is defined on")\n'
 
 
-class Model(nn.Module):
-    def forward(self, x):
-        return x.mean(dim=1)
+def _source(cls: str, forward: str, inputs: str = "") -> str:
+    """A problem's (``inputs`` given) or a candidate's module: one forward over ``x``, no init arguments."""
+    body = textwrap.indent(forward, " " * 8)
+    source = f"import torch\nimport torch.nn as nn\n\n\nclass {cls}(nn.Module):\n    def forward(self, x):\n{body}\n"
+    if inputs:
+        source += f"\n\ndef get_inputs():\n    return [{inputs}]\n\n\ndef get_init_inputs():\n    return []\n"
+    return source
 
 
-def get_inputs():
-    return [torch.rand(16, 65536)]
+def _problem(name: str, forward: str, inputs: str) -> Problem:
+    return Problem("mini", 90, name, _source("Model", forward, inputs), "tests/test_distributions.py")
 
 
-def get_init_inputs():
-    return []
-"""
+def _candidate(forward: str) -> Candidate:
+    return Candidate(_source("ModelNew", forward), "", "test")
+
+
+ROW_MEAN = _problem("90_RowMean", "return x.mean(dim=1)", "torch.rand(16, 65536)")
 # The analytical shortcut: the mean of 65536 values of torch.rand is 0.5 within PIKE's 0.01 (a near-constant output).
-CONSTANT_HALF = """
-import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return torch.full((x.shape[0],), 0.5, dtype=x.dtype)
-"""
-HONEST_MEAN = """
-import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return x.sum(dim=1) / x.shape[1]
-"""
-LOG = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.log(x)
-
-
-def get_inputs():
-    return [torch.rand(64, 64) + 0.1]
-
-
-def get_init_inputs():
-    return []
-"""
-HONEST_LOG = """
-import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        return torch.log(x.clone())
-"""
-
-
-def _problem(source: str, name: str) -> Problem:
-    return Problem("mini", 90, name, source, "tests/test_distributions.py")
-
-
-def _candidate(source: str) -> Candidate:
-    return Candidate(source, "", "test")
+CONSTANT_HALF = _candidate("return torch.full((x.shape[0],), 0.5, dtype=x.dtype)")
+HONEST_MEAN = _candidate("return x.sum(dim=1) / x.shape[1]")
 
 
 def test_each_variant_keeps_shapes_dtypes_and_leaves_integers_alone():
@@ -121,64 +77,35 @@ def test_trials_take_the_variants_in_turn_after_a_standard_first_and_skip_droppe
 
 
 def test_a_shortcut_that_holds_for_the_problems_own_distribution_fails_on_varied_inputs():
-    problem = _problem(ROW_MEAN, "90_RowMean")
-    standard = evaluate(problem, _candidate(CONSTANT_HALF), cpu_config(tolerance="pike"))
+    standard = evaluate(ROW_MEAN, CONSTANT_HALF, cpu_config(tolerance="pike"))
     assert standard.outcome is Outcome.CORRECT, standard.message  # the blind spot the option closes
     assert standard.extra.suspect_constant_output
-    varied = evaluate(problem, _candidate(CONSTANT_HALF), cpu_config(tolerance="pike", inputs="varied"))
+    varied = evaluate(ROW_MEAN, CONSTANT_HALF, cpu_config(tolerance="pike", inputs="varied"))
     assert varied.outcome is Outcome.INCORRECT
     assert "trial 2/3 (inputs scaled up)" in varied.message
-    honest = evaluate(problem, _candidate(HONEST_MEAN), cpu_config(inputs="varied"))
+    honest = evaluate(ROW_MEAN, HONEST_MEAN, cpu_config(inputs="varied"))
     assert honest.outcome is Outcome.CORRECT, honest.message
     assert honest.extra.input_variants == {"checked": ["scaled up", "shifted"], "dropped": {}}
 
 
 def test_a_variant_on_which_the_reference_is_not_finite_is_dropped_and_that_trial_runs_on_standard_inputs():
     """log(x) of x in [0.1, 1.1): rounded to small integers some are 0, and the reference answers -inf there."""
-    result = evaluate(_problem(LOG, "91_Log"), _candidate(HONEST_LOG), cpu_config(inputs="varied", trials=5))
+    log = _problem("91_Log", "return torch.log(x)", "torch.rand(64, 64) + 0.1")
+    result = evaluate(log, _candidate("return torch.log(x.clone())"), cpu_config(inputs="varied", trials=5))
     assert result.outcome is Outcome.CORRECT, result.message
-    assert result.extra.input_variants == {"checked": ["scaled up", "shifted", "uniform"],
-                                           "dropped": {"small integers": "the reference's output is not all finite"}}
-
-
-CHECKED_LOG = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x):
-        if bool((x > 1.2).any()):
-            raise ValueError("outside the domain this model is defined on")
-        return torch.log(x + 1)
-
-
-def get_inputs():
-    return [torch.rand(64, 64)]
-
-
-def get_init_inputs():
-    return []
-"""
-HONEST_CHECKED_LOG = """
-import torch
-import torch.nn as nn
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        if bool((x > 1.2).any()):  # the same domain check as the reference's
-            raise ValueError("outside the domain this model is defined on")
-        return torch.log1p(x)
-"""
+    assert result.extra.input_variants == {
+        "checked": ["scaled up", "shifted", "uniform"],
+        "dropped": {"small integers": "the reference's output is not all finite"},
+    }
 
 
 def test_a_variant_the_reference_raises_on_is_dropped_not_a_harness_error():
     """A reference that checks its domain (values up to 1.2; its inputs are in [0, 1)) raises on the scaled-up and
     shifted values: no fault of the candidate's (which checks the same and would raise first, being called first), nor a
     judge failure: those variants are dropped, with why, before the candidate sees them."""
-    problem = _problem(CHECKED_LOG, "92_CheckedLog")
-    result = evaluate(problem, _candidate(HONEST_CHECKED_LOG), cpu_config(inputs="varied", trials=4))
+    problem = _problem("92_CheckedLog", DOMAIN_CHECK + "return torch.log(x + 1)", "torch.rand(64, 64)")
+    candidate = _candidate(DOMAIN_CHECK + "return torch.log1p(x)")  # the same domain check as the reference's
+    result = evaluate(problem, candidate, cpu_config(inputs="varied", trials=4))
     assert result.outcome is Outcome.CORRECT, result.message
     assert result.extra.input_variants["checked"] == ["uniform"]
     assert set(result.extra.input_variants["dropped"]) == {"scaled up", "shifted"}

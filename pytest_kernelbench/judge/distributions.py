@@ -13,9 +13,11 @@ problem's inputs as usual and then reshape their floating-point tensors' distrib
 - ``scaled down``: every value divided by 8.
 
 Integer and bool tensors (indices, masks, sizes) and every non-tensor value are left as ``get_inputs()`` made them.
-A variant on which the reference's output is not all finite (a log of a shifted value, an overflow) is dropped for
-the rest of the evaluation and that trial runs again on the standard inputs: a candidate is held only to what the
-reference itself answers. Pure functions of the trusted side: the supervisor calls them on inputs it made.
+Before each varied trial the supervisor has the reference alone answer another draw of the variant; where it raises
+or answers values that are not all finite (a log of a shifted value, an overflow), the variant is dropped for the rest
+of the evaluation before the candidate sees it, and that trial runs on the standard inputs (``Timer.judged_pair``): a
+candidate is held only to what the reference itself answers. Pure functions of the trusted side: the supervisor calls
+them on inputs it made.
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
-from ..config import INPUTS  # noqa: F401 - the choices, declared where the options are
 
 STANDARD = "standard"
 VARIANTS = ("scaled up", "shifted", "uniform", "small integers", "scaled down")  # in the order trials take them

@@ -267,12 +267,12 @@ class Evaluation:
             self.buffers.bind()
             for i in range(n):
                 self.ctx.status.enter("run")
-                variant = variants.for_trial(i)
-                label = f"trial {i + 1}/{n}" + ("" if variant == STANDARD else f" (inputs {variant})")
-                diff = self.timer.judged_pair(label, candidate_first=True, variant=variant)
+                variant, label = variants.for_trial(i), f"trial {i + 1}/{n}"
+                shown = label if variant == STANDARD else f"{label} (inputs {variant})"
+                diff = self.timer.judged_pair(shown, candidate_first=True, variant=variant)
                 if diff is None:  # the reference has no finite answer there: held to what it answers, on standard inputs
                     variants.drop(variant, self.timer.dropped_why)
-                    diff = self.timer.judged_pair(f"trial {i + 1}/{n}", candidate_first=True)
+                    diff = self.timer.judged_pair(label, candidate_first=True)
                 else:
                     variants.passed(variant)
                 worst = max(worst, diff or 0.0)

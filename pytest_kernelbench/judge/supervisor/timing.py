@@ -137,8 +137,7 @@ class Timer:
         records = {side.name: self.call(side, [values], label=label) for side in self._order(candidate_first)}
         if variant == STANDARD:
             self.ctx.fp.ref_ms = min(self.ctx.fp.ref_ms, records["reference"].replies[0].ms)
-        elif not finite(list(self.runners.reference.sets[0].slots)):  # this draw, unlike the probe's
-            self.dropped_why = "the reference's output is not all finite"
+        elif not self._reference_finite():  # this draw, unlike the probe's
             return None
         self.ctx.status.enter("compare")
         with found.split("run/pair.check"):
@@ -157,10 +156,14 @@ class Timer:
                 raise
             self.dropped_why = _exception_line(verdict.message)
             return False
-        if not finite(list(ref.sets[0].slots)):
-            self.dropped_why = "the reference's output is not all finite"
-            return False
-        return True
+        return self._reference_finite()
+
+    def _reference_finite(self) -> bool:
+        """Whether the reference's last output is all finite; else why not, in ``dropped_why``."""
+        if finite(list(self.runners.reference.sets[0].slots)):
+            return True
+        self.dropped_why = "the reference's output is not all finite"
+        return False
 
     def _order(self, candidate_first: bool) -> tuple[Side, Side]:
         ref, new = self.runners.reference, self.runners.candidate
