@@ -70,7 +70,7 @@ from corpus_dir import folder_pairs  # noqa: E402  (benchmarks/corpus_dir.py, be
 from pytest_kernelbench.build.bytecode import bytecode_prefix  # noqa: E402
 from pytest_kernelbench.build.pool import Prebuilder, judging_order  # noqa: E402
 from pytest_kernelbench.candidates import Candidate  # noqa: E402
-from pytest_kernelbench.config import EvalConfig  # noqa: E402
+from pytest_kernelbench.config import INPUTS, EvalConfig  # noqa: E402
 from pytest_kernelbench.errors import KernelBenchUsageError  # noqa: E402
 from pytest_kernelbench.judge.controller import evaluate  # noqa: E402
 from pytest_kernelbench.problems import Problem, dataset_specs, load_source, parse_id_ranges, problem_from_path, unique_problems  # noqa: E402
@@ -240,7 +240,7 @@ def judged_line(pck, result, started: float, busy: float | None, samples: bool) 
             "wall_excess_ms": (result.extra.wall_check or {}).get("excess_ms"),
             "timed_calls": result.extra.timed_calls, "checked_calls": result.extra.checked_calls,
             "noisy": result.extra.speedup_noisy, "capped": result.extra.speedup_capped, "sandbox": result.extra.sandbox,
-            "pairs": _pairs_timed(result)}  # fmt: skip
+            "pairs": _pairs_timed(result), "input_variants": result.extra.input_variants}  # fmt: skip
     if not result.correct:
         line["message"] = result.message[:400]
     if samples and result.ref and result.new:  # each side's timing samples, in the order they were taken
@@ -365,6 +365,8 @@ def phase_row(lines: list[dict], wall: float, cpu_busy: float, busy_jiffies: flo
         "nvidia_smi_busy_fraction": None if sampler.busy is None else round(sampler.busy, 3),
         f"cpu_busy_per_{CPU_WINDOW_S:.0f}s": sampler.cpu_timeline,  # where in the run the cores sat idle
         "stepped_aside": sum(line["stepped_aside"] for line in lines),  # shared calls stopped for a timer
+        # --inputs varied: per variant, the candidates it was checked on and those it was dropped for (the reference's fault)
+        "input_variants": _variant_counts(lines),
         # seconds the device lock was held, summed per phase: the exclusive ones (reference, time) against the wall
         "lock_held_s": _summed(lines, "lock_held_s"),
         "split_s": _summed(lines, "split_s"),  # parts of the exclusive phases (Findings.split)
@@ -385,6 +387,15 @@ def phase_row(lines: list[dict], wall: float, cpu_busy: float, busy_jiffies: flo
                                      "stepped_aside")},  # fmt: skip
         "mean_wall_s": round(sum(x["wall_s"] for x in lines) / n, 1),
     }
+
+
+def _variant_counts(lines: list[dict]) -> dict[str, dict[str, int]]:
+    counts: dict[str, collections.Counter] = {"checked": collections.Counter(), "dropped": collections.Counter()}
+    for line in lines:
+        found = line.get("input_variants") or {}
+        counts["checked"].update(found.get("checked") or [])
+        counts["dropped"].update(found.get("dropped") or {})
+    return {k: dict(sorted(v.items())) for k, v in counts.items()}
 
 
 def time_split(lines: list[dict]) -> dict[str, float]:
@@ -436,6 +447,8 @@ def parse_args() -> argparse.Namespace:
                              "from those judged, later phases skipped); 0: none")  # fmt: skip
     parser.add_argument("--phases", default="pipeline,warm,serial")
     parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--inputs", choices=INPUTS, default="standard",
+                        help="the judge's --inputs: the correctness trials' distributions (each line records the variants checked)")
     parser.add_argument("--min-reps", type=int, default=0,
                         help="timing samples of each side at least (EvalConfig.min_reps; 0: the judge's default)")
     parser.add_argument("--problems", default="",
@@ -494,7 +507,8 @@ def load_pairs(args: argparse.Namespace, quiet: bool) -> list[tuple[Problem, Can
 def make_config(args: argparse.Namespace, scratch: Path, cache: str) -> EvalConfig:
     pch = str(scratch / "pch") if args.build_pch == "fresh" else args.build_pch
     return EvalConfig(device=args.device, trials=args.trials, min_reps=args.min_reps, build_dir=str(scratch / cache),
-                      lock_dir=str(scratch / "locks"), pch_dir=pch, process_pairs=args.process_pairs)  # fmt: skip
+                      lock_dir=str(scratch / "locks"), pch_dir=pch, process_pairs=args.process_pairs,
+                      inputs=args.inputs)  # fmt: skip
 
 
 def session_main(args: argparse.Namespace, pairs: list) -> None:
