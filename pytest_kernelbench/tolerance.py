@@ -80,6 +80,12 @@ class Tolerance:
         """For a result or report: the label and ``[atol, rtol]`` of each floating dtype, and of the others (:data:`OTHER`)."""
         return {"name": self.label, **{dtype: list(self.at(dtype)) for dtype in (*FLOATS, OTHER)}}
 
+    def atol_times(self, factor: float) -> Tolerance:
+        """This rule with every ``atol`` ``factor`` times as large (a varied input trial's: judge/distributions.py)."""
+        if factor == 1.0:
+            return self
+        return dataclasses.replace(self, rows=tuple((d, a * factor, r) for d, a, r in self.rows))
+
     def replaced(self, atol: float | None, rtol: float | None) -> Tolerance:
         """This rule with ``atol`` and/or ``rtol`` (when not None) for every dtype."""
         if atol is None and rtol is None:

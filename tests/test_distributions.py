@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -11,9 +12,10 @@ from helpers import cpu_config
 from pytest_kernelbench.candidates import Candidate
 from pytest_kernelbench.errors import KernelBenchUsageError
 from pytest_kernelbench.judge.controller import evaluate
-from pytest_kernelbench.judge.distributions import STANDARD, VARIANTS, Variants, vary
+from pytest_kernelbench.judge.distributions import STANDARD, VARIANTS, Variants, atol_scale, output_size, vary
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import Problem
+from pytest_kernelbench.tolerance import OTHER, Tolerance
 
 DOMAIN_CHECK = 'if bool((x > 1.2).any()):\n    raise ValueError("outside the domain this model is defined on")\n'
 
@@ -85,7 +87,10 @@ def test_a_shortcut_that_holds_for_the_problems_own_distribution_fails_on_varied
     assert "trial 2/3 (inputs scaled up)" in varied.message
     honest = evaluate(ROW_MEAN, HONEST_MEAN, cpu_config(inputs="varied"))
     assert honest.outcome is Outcome.CORRECT, honest.message
-    assert honest.extra.input_variants == {"checked": ["scaled up", "shifted"], "dropped": {}}
+    found = honest.extra.input_variants
+    assert (found["checked"], found["dropped"]) == (["scaled up", "shifted"], {})
+    # atol grew with the reference's outputs: rows' means of 8 x rand are 8 times as large, of rand + its spread ~1.58
+    assert found["atol_scale"] == pytest.approx({"scaled up": 8.0, "shifted": 1.577}, rel=0.01)
 
 
 def test_a_variant_on_which_the_reference_is_not_finite_is_dropped_and_that_trial_runs_on_standard_inputs():
@@ -93,10 +98,9 @@ def test_a_variant_on_which_the_reference_is_not_finite_is_dropped_and_that_tria
     log = _problem("91_Log", "return torch.log(x)", "torch.rand(64, 64) + 0.1")
     result = evaluate(log, _candidate("return torch.log(x.clone())"), cpu_config(inputs="varied", trials=5))
     assert result.outcome is Outcome.CORRECT, result.message
-    assert result.extra.input_variants == {
-        "checked": ["scaled up", "shifted", "uniform"],
-        "dropped": {"small integers": "the reference's output is not all finite"},
-    }
+    found = result.extra.input_variants
+    assert found["checked"] == ["scaled up", "shifted", "uniform"]
+    assert found["dropped"] == {"small integers": "the reference's output is not all finite"}
 
 
 def test_a_variant_the_reference_raises_on_is_dropped_not_a_harness_error():
@@ -110,3 +114,32 @@ def test_a_variant_the_reference_raises_on_is_dropped_not_a_harness_error():
     assert result.extra.input_variants["checked"] == ["uniform"]
     assert set(result.extra.input_variants["dropped"]) == {"scaled up", "shifted"}
     assert result.extra.input_variants["dropped"]["scaled up"] == "ValueError: outside the domain this model is defined on"
+
+
+DIFFERENCE = _problem("93_HalfDifference", "return x[:, :32] - x[:, 32:]", "torch.randn(64, 64)")
+
+
+def test_a_varied_trial_grows_atol_with_the_references_outputs_and_still_fails_a_wrong_answer():
+    """An error the size of the inputs (a reduced-precision kernel's), within PIKE's atol on the problem's own inputs:
+    scaled up 8 times, the outputs and the error grow 8 times, and so does atol for that trial (the error no larger, for
+    the outputs' size, than the standard trial allowed); shifted, the difference's outputs keep their size and atol
+    stays (within the draws' noise). A candidate wrong only on large values still fails on the scaled-up trial."""
+    rounding = _candidate("a, b = x[:, :32], x[:, 32:]\nreturn a - b + 0.0008 * (a.abs() + b.abs())")
+    result = evaluate(DIFFERENCE, rounding, cpu_config(tolerance="pike", inputs="varied", trials=3))
+    assert result.outcome is Outcome.CORRECT, result.message
+    scale = result.extra.input_variants["atol_scale"]
+    assert 7.0 < scale["scaled up"] < 9.0 and scale.get("shifted", 1.0) < 1.2, result.extra.input_variants
+    wrong_when_large = _candidate("a, b = x[:, :32], x[:, 32:]\nreturn a - b + (a.abs() > 10).to(x.dtype)")
+    result = evaluate(DIFFERENCE, wrong_when_large, cpu_config(tolerance="pike", inputs="varied", trials=3))
+    assert result.outcome is Outcome.INCORRECT and "(inputs scaled up)" in result.message, result.message
+    named = re.search(r"atol=([0-9.e-]+) ", result.message)
+    assert named and 0.07 < float(named.group(1)) < 0.09, result.message  # the grown atol is the one named
+
+
+def test_atol_scale_output_size_and_a_tolerance_times_a_factor():
+    assert atol_scale(2.0, 16.0) == 8.0 and atol_scale(2.0, 1.0) == 1.0 and atol_scale(0.0, 5.0) == 1.0
+    assert atol_scale(1.0, float("nan")) == 1.0
+    assert output_size([torch.tensor([1.0, -3.0]), torch.arange(5), torch.empty(0)]) == 2.0  # integers left out
+    assert output_size([torch.arange(3)]) == 0.0
+    rule = Tolerance("test", (("float32", 1e-2, 1e-3), (OTHER, 1e-4, 1e-4)))
+    assert rule.atol_times(8.0).at(torch.float32) == (8e-2, 1e-3) and rule.atol_times(1.0) is rule

@@ -16,17 +16,24 @@ Integer and bool tensors (indices, masks, sizes) and every non-tensor value are 
 Before each varied trial the supervisor has the reference alone answer another draw of the variant; where it raises
 or answers values that are not all finite (a log of a shifted value, an overflow), the variant is dropped for the rest
 of the evaluation before the candidate sees it, and that trial runs on the standard inputs (``Timer.judged_pair``): a
-candidate is held only to what the reference itself answers. Pure functions of the trusted side: the supervisor calls
-them on inputs it made.
+candidate is held only to what the reference itself answers.
+
+A varied trial asks no more, for the size of its outputs, than the standard one: where the reference's outputs come out
+larger (their mean absolute value, against the first trial's), ``atol`` grows by that ratio (:func:`atol_scale`;
+``rtol`` is relative already). Values scaled up 8 times, a linear model's outputs too: an error of the size the standard
+trial allowed, scaled with them, passes; a wrong answer does not. Pure functions of the trusted side: the supervisor
+calls them on inputs and outputs it holds.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
 STANDARD = "standard"
+CHUNK = 1 << 24  # elements summed at once by output_size (a copy this big at most, of an output of any size)
 VARIANTS = ("scaled up", "shifted", "uniform", "small integers", "scaled down")  # in the order trials take them
 
 
@@ -40,14 +47,21 @@ class Variants:
         self.turn = 0
         self.checked: list[str] = []
         self.dropped: dict[str, str] = {}  # variant: why
+        self.atol_scale: dict[str, float] = {}  # variant: the largest factor its trials' atol took (atol_scale), over 1
 
     def for_trial(self, trial: int) -> str:
         return STANDARD if trial == 0 or not self.left else self.left[self.turn % len(self.left)]
 
-    def passed(self, variant: str) -> None:
+    def passed(self, variant: str, scale: float = 1.0) -> None:
         if variant != STANDARD:
             self.checked.append(variant)
             self.turn += 1
+            if scale > 1.0:
+                self.atol_scale[variant] = round(max(scale, self.atol_scale.get(variant, 1.0)), 3)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What a result keeps (Extra.input_variants)."""
+        return {"checked": self.checked, "dropped": self.dropped, **({"atol_scale": self.atol_scale} if self.atol_scale else {})}
 
     def drop(self, variant: str, why: str) -> None:
         self.left.remove(variant)
@@ -84,6 +98,26 @@ def _vary_tensor(x: torch.Tensor, variant: str) -> torch.Tensor:
     if variant == "small integers":
         return torch.round(wide * 4)
     raise ValueError(f"unknown input variant {variant!r}; choose from {', '.join(VARIANTS)}")
+
+
+def output_size(outputs: list[torch.Tensor]) -> float:
+    """The mean absolute value of the floating-point outputs' elements (0.0 without any), in chunks: a varied trial's
+    ``atol`` follows it."""
+    total, count = 0.0, 0
+    for t in outputs:
+        if not (t.is_floating_point() or t.is_complex()) or t.numel() == 0:
+            continue
+        flat = t.detach().reshape(-1)
+        for start in range(0, flat.numel(), CHUNK):
+            total += float(flat[start : start + CHUNK].abs().sum(dtype=torch.float64))
+        count += flat.numel()
+    return total / count if count else 0.0
+
+
+def atol_scale(standard: float, varied: float) -> float:
+    """How much ``atol`` grows for a varied trial whose reference outputs are ``varied`` in size, against ``standard``
+    (the first trial's): their ratio, never below 1."""
+    return max(1.0, varied / standard) if standard > 0 and math.isfinite(varied) else 1.0
 
 
 def finite(outputs: list[torch.Tensor]) -> bool:

@@ -274,11 +274,11 @@ class Evaluation:
                     variants.drop(variant, self.timer.dropped_why)
                     diff = self.timer.judged_pair(label, candidate_first=True)
                 else:
-                    variants.passed(variant)
+                    variants.passed(variant, self.timer.atol_scale)
                 worst = max(worst, diff or 0.0)
             self.found.update(max_abs_diff=worst, trials=n)
             if self.cfg.inputs == "varied":
-                self.found.extra.input_variants = {"checked": variants.checked, "dropped": variants.dropped}
+                self.found.extra.input_variants = variants.to_dict()
             self.trace()
 
     def trace(self) -> None:

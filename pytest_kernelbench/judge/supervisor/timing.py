@@ -13,9 +13,10 @@ from typing import Any
 
 import torch
 
+from ...tolerance import Tolerance
 from .. import protocol as p
 from ..compare import Sealer, compare_chunked, compare_tensors, digest_value, flatten, values_equal
-from ..distributions import STANDARD, finite, vary
+from ..distributions import STANDARD, atol_scale, finite, output_size, vary
 from ..stats import Stopper, WallCheck, wall_check
 from .buffers import Buffers
 from .device import Device
@@ -43,6 +44,8 @@ class Timer:
         self.round_calls = 1  # calls of each side in one timing round (plan.calls_per_round)
         self.confirmed_new_ms = 0.0  # the candidate's time the wall clock vouches for (stats.wall_check)
         self.dropped_why = ""  # why judged_pair last dropped an input variant (--inputs varied)
+        self.standard_size: float | None = None  # the first trial's reference outputs' size (distributions.output_size)
+        self.atol_scale = 1.0  # the factor judged_pair last applied to atol (distributions.atol_scale)
 
     @property
     def unit(self) -> str:
@@ -139,9 +142,23 @@ class Timer:
             self.ctx.fp.ref_ms = min(self.ctx.fp.ref_ms, records["reference"].replies[0].ms)
         elif not self._reference_finite():  # this draw, unlike the probe's
             return None
+        tol = self._trial_tolerance(variant)
         self.ctx.status.enter("compare")
         with found.split("run/pair.check"):
-            return self.check(values, records["candidate"], records["reference"], label)
+            return self.check(values, records["candidate"], records["reference"], label, tol=tol)
+
+    def _trial_tolerance(self, variant: str) -> Tolerance:
+        """The tolerance of a trial on ``variant``: ``atol`` grown with the reference outputs' size against the first
+        (standard) trial's, under ``--inputs varied`` (distributions.atol_scale); the configured one otherwise."""
+        self.atol_scale = 1.0
+        if self.ctx.cfg.inputs == STANDARD:
+            return self.ctx.cfg.tol
+        size = output_size(list(self.runners.reference.sets[0].slots))
+        if variant == STANDARD:
+            self.standard_size = size if self.standard_size is None else self.standard_size
+        elif self.standard_size is not None:
+            self.atol_scale = atol_scale(self.standard_size, size)
+        return self.ctx.cfg.tol.atol_times(self.atol_scale)
 
     def _reference_answers(self, variant: str, label: str) -> bool:
         """The reference alone on a draw of ``variant`` (other values than the trial's, so that nothing it leaves in
@@ -259,9 +276,10 @@ class Timer:
             raise self.runners.timed_out(side, ctx.status.stage)
         return waited
 
-    def check(self, values: list[Any], new: Record, ref: Record, label: str, index: int = 0) -> float:
-        """Call ``index`` of a round: the candidate's inputs as they were given, its output against the reference's."""
-        cfg = self.ctx.cfg
+    def check(self, values: list[Any], new: Record, ref: Record, label: str, index: int = 0, tol: Tolerance | None = None) -> float:
+        """Call ``index`` of a round: the candidate's inputs as they were given, its output against the reference's
+        (within ``tol``, by default the configured tolerance)."""
+        tol = tol or self.ctx.cfg.tol
         mine_set, theirs_set = self.runners.candidate.sets[index], self.runners.reference.sets[index]
         changed = _first_changed(mine_set.inputs, [v for v in flatten(values) if isinstance(v, torch.Tensor)])
         if changed is not None:
@@ -270,13 +288,13 @@ class Timer:
         if got.mismatch:
             raise Verdict("incorrect", f"{label}: {got.mismatch}")
         if len(got.values) != len(want.values) or not all(
-            values_equal(a, b, cfg.tol) for a, b in zip(got.values, want.values, strict=False)
+            values_equal(a, b, tol) for a, b in zip(got.values, want.values, strict=False)
         ):
             raise Verdict("incorrect", f"{label}: output values {got.values[:5]!r}, expected {want.values[:5]!r}")
         worst = 0.0
         several = len(theirs_set.slots) > 1
         for i, (mine, theirs, seal) in enumerate(zip(mine_set.slots, theirs_set.slots, new.seals[index], strict=True)):
-            why, diff = compare_tensors(mine, theirs, cfg.tol, None, self.sealer, digest_value(seal))
+            why, diff = compare_tensors(mine, theirs, tol, None, self.sealer, digest_value(seal))
             if why:
                 raise Verdict("incorrect", f"{label}: output{f' {i}' if several else ''}: {why}")
             worst = max(worst, diff)
