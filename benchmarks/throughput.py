@@ -242,7 +242,7 @@ def judged_line(pck, result, started: float, busy: float | None, samples: bool) 
             "noisy": result.extra.speedup_noisy, "capped": result.extra.speedup_capped, "sandbox": result.extra.sandbox,
             "pairs": _pairs_timed(result), "input_variants": result.extra.input_variants}  # fmt: skip
     if not result.correct:
-        line["message"] = result.message[:400]
+        line["message"] = result.message if len(result.message) <= 1000 else f"{result.message[:300]} [...] {result.message[-700:]}"
     if samples and result.ref and result.new:  # each side's timing samples, in the order they were taken
         line.update(samples={"ref": result.ref.samples, "new": result.new.samples},
                     timing={k: getattr(result.extra, k) for k in ("timing_stop", "early_stop_se", "calls_per_round", "timer")})
