@@ -490,10 +490,10 @@ def _resume_inputs(given_problem: Any, out: Path | None, given: dict[str, Any]) 
 
 
 def _eval_config(device: str, values: dict[str, Any]) -> Any:
-    from pytest_kernelbench.config import EvalConfig, check_folders, mode_unavailable
+    from pytest_kernelbench.config import EvalConfig, check_folders, env_values, mode_unavailable
 
     fields = {f.name for f in dataclasses.fields(EvalConfig)} - {"device"}
-    values = {k: v for k, v in values.items() if k in fields}
+    values = {k: v for k, v in env_values(values).items() if k in fields}
     if values.get("trials", 1) < 1:
         raise _BadInput("--trials must be at least 1")
     if values.get("timeout", 1) <= 0:

@@ -355,7 +355,7 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
                 "a second where the first's speedup is outside 0.95-1.05 on the CPU, or on a GPU outside 0.98-1.02 yet within "
                 "3 standard deviations of 1.0; a third where those two leave it in doubt, on the CPU up to five; 1: one, the most "
                 "judged an hour)",
-                pytest_flags=("--kb-process-pairs",)),
+                pytest_flags=("--kb-process-pairs",), env="KB_PROCESS_PAIRS"),
     JudgeOption("sandbox", "--sandbox", "the candidate's runner: in a bubblewrap sandbox if one starts (auto), "
                 "always (required: an error without one), or never (off)", pytest_flags=("--kb-sandbox",),
                 choices=("auto", "required", "off")),
@@ -385,6 +385,26 @@ def add_judge_options(addoption: Any, *, pytest: bool, leave_out: frozenset[str]
 
 
 def judge_values(get: Any) -> dict[str, Any]:
-    """The judge options that were given: ``get(dest)`` for each, ``None``/``False`` left out."""
+    """The judge options that were given: ``get(dest)`` for each, ``None``/``False`` left out; then those not given
+    whose environment variable is set (:func:`env_values`)."""
     values = {opt.field: get(f"kb_{opt.field}") for opt in JUDGE_OPTIONS}
-    return {k: v for k, v in values.items() if v is not None and v is not False}
+    return env_values({k: v for k, v in values.items() if v is not None and v is not False})
+
+
+_KIND_WORDS = {int: "a whole number", float: "a number"}
+
+
+def env_values(given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` (the judge options given on a command line), with each option not given taken from its environment
+    variable where that is set (``KB_PROCESS_PAIRS=1``); the folders' variables EvalConfig reads itself. A value that
+    is not of the option's kind is a usage error naming the variable."""
+    values = dict(given)
+    for opt in JUDGE_OPTIONS:
+        raw = os.environ.get(opt.env, "") if opt.env and opt.field not in MACHINE_FOLDERS else ""
+        if raw and opt.field not in values:
+            try:
+                values[opt.field] = opt.kind(raw)
+            except ValueError:
+                kind = _KIND_WORDS.get(opt.kind, opt.kind.__name__)
+                raise KernelBenchUsageError(f"{opt.env}={raw!r}: give what {opt.flag} takes ({kind})") from None
+    return values

@@ -11,6 +11,10 @@ def pytest_configure(config):
     # than the plain compile (about 55) of a test's one or two builds with those flags; a CI rehearsal at fd75a47 built
     # three such headers (the build-cache test's, the bundled solutions' two) in a cold shared root.
     os.environ.setdefault("KB_PCH_DIR", "off")
+    # One pair of runner processes per evaluation unless a test asks for the judge's automatic choice: a candidate near
+    # parity on the CPU (the scripted reference of the agent tests, the baselines) is otherwise timed in up to five pairs,
+    # each a fresh runner's `import torch`. Tests of the pairs pass --process-pairs / process_pairs themselves.
+    os.environ.setdefault("KB_PROCESS_PAIRS", "1")
 
 
 def pytest_addoption(parser):

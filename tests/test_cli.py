@@ -1,6 +1,7 @@
 """``kbagent eval``: the one-pair judge that agents and RL environments call."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -9,8 +10,8 @@ import pytest
 from helpers import BROKEN, TESTS, TINY_PROBLEM
 
 
-def kbagent(*args):
-    return subprocess.run([sys.executable, "-m", "kbagent.cli", *args], capture_output=True, text=True, timeout=300)
+def kbagent(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "kbagent.cli", *args], capture_output=True, text=True, timeout=300, env=env)
 
 
 @pytest.mark.parametrize(("name", "outcome", "rc"), [("correct", "correct", 0), ("incorrect", "incorrect", 1)])
@@ -26,6 +27,27 @@ def test_eval_json_prints_exactly_one_object(name, outcome, rc):
     else:
         assert data["reward"] == -2 and data["speedup"] is None and "outside atol" in data["message"]
     assert data["tolerance"]["name"] == "kernelbench" and data["tolerance"]["float16"] == [0.01, 0.01]  # level 9: KernelBench's
+
+
+def test_a_judge_option_not_given_is_taken_from_its_environment_variable_and_a_bad_one_is_one_line(monkeypatch):
+    """KB_PROCESS_PAIRS (what this suite sets to 1): two pairs from the environment, the option given wins over it."""
+    from pytest_kernelbench.config import env_values
+    from pytest_kernelbench.errors import KernelBenchUsageError
+
+    monkeypatch.setenv("KB_PROCESS_PAIRS", "2")
+    assert env_values({"trials": 2}) == {"trials": 2, "process_pairs": 2}
+    assert env_values({"process_pairs": 1}) == {"process_pairs": 1}
+    args = ["eval", str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--device", "cpu", "--json", "--trials", "1"]
+    proc = kbagent(*args, env={**os.environ, "KB_PROCESS_PAIRS": "2"})
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads(proc.stdout)["extra"]["process_pairs"]) == 2
+    monkeypatch.setenv("KB_PROCESS_PAIRS", "many")
+    with pytest.raises(KernelBenchUsageError, match="KB_PROCESS_PAIRS='many': give what --process-pairs takes"):
+        env_values({})
+    proc = kbagent(*args, env={**os.environ, "KB_PROCESS_PAIRS": "many"})
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: KB_PROCESS_PAIRS='many': give what --process-pairs takes (a whole number)"
+    ]
 
 
 def test_eval_human_output_names_the_stage():
