@@ -1,18 +1,22 @@
 """CPU solution: leaky-relu * scale as one fused pass in a C++ extension."""
+import inspect
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 _cpp_source = r"""
-#include <torch/extension.h>
+// Only the headers the code uses: <torch/extension.h> (all of torch's C++ API) takes half as long again to compile.
+#include <torch/python.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/Parallel.h>
 #include <cmath>
 
-torch::Tensor leaky_relu_scale(torch::Tensor x, double negative_slope, double scale) {
+at::Tensor leaky_relu_scale(at::Tensor x, double negative_slope, double scale) {
     TORCH_CHECK(x.device().is_cpu(), "leaky_relu_scale: expected a CPU tensor");
     TORCH_CHECK(x.scalar_type() == at::kFloat, "leaky_relu_scale: expected float32");
     auto xc = x.contiguous();
-    auto out = torch::empty_like(xc);
+    auto out = at::empty_like(xc);
     const float* src = xc.data_ptr<float>();
     float* dst = out.data_ptr<float>();
     // scale * leaky_relu(v) == A * v + B * |v|: branch-free, so gcc vectorises the loop.
@@ -29,6 +33,9 @@ torch::Tensor leaky_relu_scale(torch::Tensor x, double negative_slope, double sc
 }
 """
 
+# No implicit #include <torch/extension.h> where this torch can leave it out (2.7 and later).
+_LIGHT = {"no_implicit_headers": True} if "no_implicit_headers" in inspect.signature(load_inline).parameters else {}
+
 _ext = load_inline(
     name="kb_mini_leaky_relu_scale_cpu",
     cpp_sources=_cpp_source,
@@ -36,6 +43,7 @@ _ext = load_inline(
     extra_cflags=["-O3", "-fopenmp"],
     extra_ldflags=["-fopenmp"],
     verbose=False,
+    **_LIGHT,
 )
 
 
