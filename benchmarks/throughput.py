@@ -447,8 +447,9 @@ def parse_args() -> argparse.Namespace:
                              "from those judged, later phases skipped); 0: none")  # fmt: skip
     parser.add_argument("--phases", default="pipeline,warm,serial")
     parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--inputs", choices=INPUTS, default="standard",
-                        help="the judge's --inputs: the correctness trials' distributions (each line records the variants checked)")
+    parser.add_argument("--inputs", choices=INPUTS, default=None,
+                        help="the judge's --inputs (default: the judge's): the correctness trials' distributions (each line "
+                             "records the variants checked)")  # fmt: skip
     parser.add_argument("--min-reps", type=int, default=0,
                         help="timing samples of each side at least (EvalConfig.min_reps; 0: the judge's default)")
     parser.add_argument("--problems", default="",
@@ -508,7 +509,7 @@ def make_config(args: argparse.Namespace, scratch: Path, cache: str) -> EvalConf
     pch = str(scratch / "pch") if args.build_pch == "fresh" else args.build_pch
     return EvalConfig(device=args.device, trials=args.trials, min_reps=args.min_reps, build_dir=str(scratch / cache),
                       lock_dir=str(scratch / "locks"), pch_dir=pch, process_pairs=args.process_pairs,
-                      inputs=args.inputs)  # fmt: skip
+                      **({"inputs": args.inputs} if args.inputs else {}))  # fmt: skip
 
 
 def session_main(args: argparse.Namespace, pairs: list) -> None:

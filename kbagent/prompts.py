@@ -48,6 +48,7 @@ class Target:
     # what the outputs are held to: the problem's level's rule (EvalConfig.for_level(level).tol) or the one asked for
     tolerance: Tolerance = dataclasses.field(default_factory=lambda: parse_tolerance("kernelbench"))
     checked: bool = False  # --device cpu-check: judged without a GPU (CUDA compiled only, Triton in its interpreter)
+    varied: bool = True  # --inputs varied: trials after the first on other distributions (judge/distributions.py)
 
     @property
     def language_name(self) -> str:
@@ -343,10 +344,16 @@ kernels run in Triton's interpreter on CPU tensors, at smaller sizes than the re
 and allocate like the inputs (torch.empty_like, device=x.device), never on a named device."""
 
 
+VARIED_RULE = """
+- Correctness is checked on the problem's own inputs and then on other values of the same shapes and dtypes (scaled \
+up, shifted, uniform, small integers): compute what the reference computes for any inputs, not for get_inputs()'s \
+distribution alone."""
+
+
 def _rules(target: Target) -> str:
     rules = _fill(RULES, tolerance=target.tolerance.describe(), language_rule=LANGUAGE_RULES[target.language],
                   device_name=target.device_name)
-    return rules + CPU_CHECK_RULE if target.checked else rules
+    return rules + (VARIED_RULE if target.varied else "") + (CPU_CHECK_RULE if target.checked else "")
 
 
 def reference_section(source: str) -> str:

@@ -246,6 +246,16 @@ def test_the_prompt_states_the_tolerance_the_candidate_is_held_to(tmp_path, leve
     assert code_prompts and all(says in text for text in code_prompts), code_prompts[0]
 
 
+@pytest.mark.parametrize("inputs", ["varied", "standard"])
+def test_the_prompt_says_other_inputs_are_checked_only_when_they_are(tmp_path, inputs):
+    config = SearchConfig(model="scripted/test", num_samples=1, num_phases=1, max_fix_attempts=0)
+    llm = ScriptedLLM(Script(ideas=["fuse"]), settings=config.llm_settings())
+    asyncio.run(run_search(PROBLEM, config, EvalConfig(device="cpu", inputs=inputs), llm, tmp_path / "run", evaluator=FakeJudge()))
+    code_prompts = [text for text in prompts_of(llm) if "## Idea to implement" in text]
+    said = [("then on other values of the same shapes and dtypes" in text) for text in code_prompts]
+    assert code_prompts and said == [inputs == "varied"] * len(code_prompts)
+
+
 def test_unknown_language_and_gpu_language_on_cpu_are_refused():
     with pytest.raises(ValueError, match="unknown language 'fortran'"):
         SearchConfig(model="scripted/reference", language="fortran").validated("cpu")

@@ -61,7 +61,8 @@ class _Search:
         self.on_event = on_event
         language = config.language or "cpp"
         device = eval_config.target_device if language != "cpp" else eval_config.device  # cpu-check: written for the GPU
-        self.target = prompts.Target(language, device, eval_config.for_level(problem.level).tol, checked=eval_config.device == "cpu-check")
+        self.target = prompts.Target(language, device, eval_config.for_level(problem.level).tol, checked=eval_config.device == "cpu-check",
+                                     varied=eval_config.inputs == "varied")
         self.tree = Tree()
         self.calls = Calls(config, llm, run, problem.id, budget)
         self.evals = Evaluations(problem, config, eval_config, run, evaluator, prebuild)

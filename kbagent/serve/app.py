@@ -112,7 +112,7 @@ class _Service:
         except ValueError as exc:
             raise BadRequest(f"'language': {exc}") from None
         episode = self.episodes.start(problem, ask.options, language)
-        target = Target(language, config.device, config.for_level(problem.level).tol)
+        target = Target(language, config.device, config.for_level(problem.level).tol, varied=config.inputs == "varied")
         return JSONResponse({**episode.summary(), "prompt": code_messages(problem.source, None, target), "tools": TOOLS})
 
     async def episode_run(self, request: Request) -> Response:

@@ -126,7 +126,8 @@ class KernelBenchBase(Environment):
         self.problem = self.service.resolve(ref)
         config = self.service.config({})
         self.language = normalize_language(spec.get("language"), "cuda" if config.device == "cuda" else "cpu")
-        self.target = Target(self.language, "cuda" if config.device == "cuda" else "cpu", config.for_level(self.problem.level).tol)
+        self.target = Target(self.language, "cuda" if config.device == "cuda" else "cpu", config.for_level(self.problem.level).tol,
+                             varied=config.inputs == "varied")
         self.episode = self.service.episodes.start(self.problem, {}, self.language)
 
     @classmethod

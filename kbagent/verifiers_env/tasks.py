@@ -110,7 +110,8 @@ class KernelBenchTaskset(vf.Taskset[KernelTask, KernelBenchConfig]):
         device = pick_device(self.config.task.device or None)
         judge = EvalConfig(device=device, **self.config.task.judge)
         run_on = "cuda" if device == "cuda" else "cpu"
-        target = Target(normalize_language(self.config.language, run_on), run_on, checked=device == "cpu-check")
+        target = Target(normalize_language(self.config.language, run_on), run_on, checked=device == "cpu-check",
+                        varied=judge.inputs == "varied")
         rows = op_rows(self.config, target, judge) if self.config.suite else problem_rows(self.config, target, judge)
         return [KernelTask(row, self.config.task) for row in rows]
 
