@@ -344,7 +344,7 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
     if corpus != "synthetic":  # which candidate is which: first-call costs differ by kind (Triton JIT, nvcc, capture, inductor)
         row["by_kind"] = by_kind(lines)
         row["results"] = [{k: line[k] for k in ("problem", "candidate", "kind", "outcome", "speedup", "wall_s", "stage_s", "lock_held_s",
-                                                 "split_s", "cpu_s")} for line in lines]  # fmt: skip
+                                                 "split_s", "cpu_s", "input_variants")} for line in lines]  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
 

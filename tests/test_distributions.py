@@ -144,3 +144,8 @@ def test_atol_scale_output_size_and_a_tolerance_times_a_factor():
     assert output_size([torch.arange(3)]) == 0.0
     rule = Tolerance("test", (("float32", 1e-2, 1e-3), (OTHER, 1e-4, 1e-4)))
     assert rule.atol_times(8.0).at(torch.float32) == (8e-2, 1e-3) and rule.atol_times(1.0) is rule
+    trials = Variants("varied")
+    trials.passed("scaled up", 1.0004)  # shown as 1.0: not a growth worth recording
+    trials.passed("shifted", 2.5)
+    assert trials.to_dict() == {"checked": ["scaled up", "shifted"], "dropped": {}, "atol_scale": {"shifted": 2.5}}
+    assert "atol_scale" not in Variants("varied").to_dict()

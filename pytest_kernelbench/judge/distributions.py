@@ -56,8 +56,9 @@ class Variants:
         if variant != STANDARD:
             self.checked.append(variant)
             self.turn += 1
-            if scale > 1.0:
-                self.atol_scale[variant] = round(max(scale, self.atol_scale.get(variant, 1.0)), 3)
+            shown = round(max(scale, self.atol_scale.get(variant, 1.0)), 3)
+            if shown > 1.0:
+                self.atol_scale[variant] = shown
 
     def to_dict(self) -> dict[str, Any]:
         """What a result keeps (Extra.input_variants)."""
