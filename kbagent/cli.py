@@ -166,12 +166,13 @@ def serve_command(
 ) -> None:
     """The judge as an HTTP service for RL trainers: run_kernel, episodes, health and metrics (see docs/rl.md)."""
     from kbagent.serve.main import ServeError, ServeOptions, serve
+    from pytest_kernelbench.config import env_values
     from pytest_kernelbench.errors import KernelBenchUsageError
 
-    values = dict(judge or {})
     options = ServeOptions(host, port, token or None, state, workers, queue, request_timeout, level, subset, list(dataset), log_level,
                            allow_problem_code, tuple(allow_host), protocol)  # fmt: skip
     try:
+        values = env_values(dict(judge or {}))  # the service's requests are judged with these: the environment's too
         device = pick_device(values.pop("device", None))
         _eval_config(device, values)  # the service's judge options, checked once
         serve(options, device, values)

@@ -50,6 +50,21 @@ def test_a_judge_option_not_given_is_taken_from_its_environment_variable_and_a_b
     ]
 
 
+def test_the_service_judges_with_the_environments_judge_options_too(monkeypatch):
+    """kbagent serve hands its judge options to every request's config: KB_PROCESS_PAIRS among them, the flag first."""
+    from typer.testing import CliRunner
+
+    import kbagent.serve.main
+    from kbagent.cli import app
+
+    seen = []
+    monkeypatch.setattr(kbagent.serve.main, "serve", lambda options, device, judge: seen.append(judge))
+    monkeypatch.setenv("KB_PROCESS_PAIRS", "2")
+    assert CliRunner().invoke(app, ["serve", "--device", "cpu", "--port", "0"]).exit_code == 0
+    assert CliRunner().invoke(app, ["serve", "--device", "cpu", "--port", "0", "--process-pairs", "1"]).exit_code == 0
+    assert [judge.get("process_pairs") for judge in seen] == [2, 1]
+
+
 def test_eval_human_output_names_the_stage():
     proc = kbagent("eval", str(TINY_PROBLEM), str(BROKEN / "init_error.py"), "--device", "cpu")
     assert proc.returncode == 1
