@@ -151,11 +151,11 @@ class Timer:
         """The tolerance of a trial on ``variant``: ``atol`` grown with the reference outputs' size against the first
         (standard) trial's, under ``--inputs varied`` (distributions.atol_scale); the configured one otherwise."""
         self.atol_scale = 1.0
-        if self.ctx.cfg.inputs == STANDARD:
+        if self.ctx.cfg.inputs == STANDARD or (variant == STANDARD and self.standard_size is not None):
             return self.ctx.cfg.tol
         size = output_size(list(self.runners.reference.sets[0].slots))
-        if variant == STANDARD:
-            self.standard_size = size if self.standard_size is None else self.standard_size
+        if variant == STANDARD:  # the first trial's: the size the varied ones are held against
+            self.standard_size = size
         elif self.standard_size is not None:
             self.atol_scale = atol_scale(self.standard_size, size)
         return self.ctx.cfg.tol.atol_times(self.atol_scale)
