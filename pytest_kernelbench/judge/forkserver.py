@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from .procs import child_setup
@@ -224,6 +225,27 @@ def _fork_supervisor(request: dict[str, Any], reply_fd: int, server_pid: int) ->
     return 0  # unreachable
 
 
+_ZYGOTE: list = []  # the server's runner zygote: its process and our end of its request socket
+
+
+def _start_zygote() -> tuple:
+    """The runner zygote (judge/zygote.py) for the supervisors forked here, where a sandbox can hold its runners
+    (bwrap, as root); its request socket's fd is in their environment. Empty where there is none."""
+    from . import zygote
+    from .sandbox import SCRATCH, bwrap_path, runner_env
+
+    if os.environ.get(ZYGOTE_ENV, "1") == "0" or os.geteuid() != 0 or bwrap_path() is None:
+        return ()
+    root = str(Path(__file__).resolve().parents[2])
+    try:
+        proc, sock = zygote.start(runner_env(dict(os.environ), SCRATCH / "home", root, {}))
+    except OSError:
+        return ()
+    os.environ[zygote.FD_ENV] = str(sock.fileno())
+    return proc, sock
+
+
+ZYGOTE_ENV = "KB_RUNNER_ZYGOTE"  # "0": every candidate runner is a fresh interpreter (a benchmark's baseline)
 WARM_META_ENV = "KB_WARM_META"  # "0": the judges this server forks never size inputs on the meta device (CPU judges)
 
 
@@ -251,6 +273,7 @@ def serve() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a missing optional module only costs its import later
             pass
+    _ZYGOTE.extend(_start_zygote())  # its imports run beside ours; held here, its socket open for every child
     if os.environ.get(WARM_META_ENV, "1") != "0":
         warm_meta()
 

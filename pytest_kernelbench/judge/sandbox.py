@@ -181,7 +181,8 @@ def secret_paths(home: str | None = None) -> list[Path]:
     return [base / name for name in _SECRET_PATHS if (base / name).exists()]
 
 
-def bwrap_command(info: SandboxInfo, argv: list[str], mounts: Mounts, scratch: Path, scratch_copy: dict[Path, Path]) -> list[str]:
+def bwrap_command(info: SandboxInfo, argv: list[str], mounts: Mounts, scratch: Path, scratch_copy: dict[Path, Path],
+                  options: list[str] | None = None) -> list[str]:  # fmt: skip
     cmd = [info.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
            "--cap-drop", "ALL"]  # fmt: skip
@@ -207,7 +208,17 @@ def bwrap_command(info: SandboxInfo, argv: list[str], mounts: Mounts, scratch: P
     for path in mounts.masks:  # hidden, and unwritable too (under /tmp they are gone with the host's /tmp)
         if path.is_dir() and not path.resolve().is_relative_to("/tmp"):
             cmd += ["--remount-ro", str(path)]
-    return [*cmd, "--chdir", str(scratch), "--", *argv]
+    return [*cmd, *(options or []), "--chdir", str(scratch), "--", *argv]
+
+
+def overlay_copies(info: SandboxInfo, mounts: Mounts, work: Path) -> dict[Path, Path]:
+    """Where overlayfs does not work in the sandbox: a private copy of each overlaid folder, bound at its path."""
+    copies: dict[Path, Path] = {}
+    if info.kind == "bwrap" and not info.overlay:
+        for i, path in enumerate(mounts.overlay):
+            copies[path] = work / f"overlay{i}"
+            shutil.copytree(path, copies[path], symlinks=True)
+    return copies
 
 
 class RunnerProcess:
@@ -218,13 +229,8 @@ class RunnerProcess:
         self.info = info
         self.cgroup = cgroup  # the tree's own cgroup: joined before exec, so every descendant is born in it
         self.scratch = scratch  # inside the sandbox (a tmpfs), or a host folder without one
-        copies: dict[Path, Path] = {}
-        if info.kind == "bwrap" and not info.overlay:
-            for i, path in enumerate(mounts.overlay):
-                copies[path] = work / f"overlay{i}"
-                shutil.copytree(path, copies[path], symlinks=True)
         if info.kind == "bwrap":
-            cmd = bwrap_command(info, argv, mounts, scratch, copies)
+            cmd = bwrap_command(info, argv, mounts, scratch, overlay_copies(info, mounts, work))
             setup = None
         else:
             (self.scratch / "home").mkdir(parents=True, exist_ok=True)
@@ -235,7 +241,7 @@ class RunnerProcess:
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log.write_fd, stderr=subprocess.STDOUT, env=env,
                                          cwd=str(self.scratch if info.kind != "bwrap" else work), pass_fds=[pass_fd],
-                                         start_new_session=True, preexec_fn=_preexec(setup, fds))  # fmt: skip
+                                         start_new_session=True, preexec_fn=preexec(setup, fds))  # fmt: skip
         finally:
             self.log.started()
             for fd in fds:
@@ -270,7 +276,7 @@ class RunnerProcess:
         return counted or tree_rss(self.pid)
 
 
-def _preexec(setup: Callable[[], None] | None, fds: list[int]) -> Callable[[], None] | None:
+def preexec(setup: Callable[[], None] | None, fds: list[int]) -> Callable[[], None] | None:
     """What the child runs before exec: join its cgroup first (nothing of it runs outside), then ``setup``."""
     if not fds:
         return setup

@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 # the runner module, under its package name or as __main__
-_runner = next((m for m in list(sys.modules.values()) if hasattr(m, "Clocks") and hasattr(m, "Runner")), None)
+_runner = next((m for m in list(sys.modules.values()) if {"Clocks", "Runner"} <= set(getattr(m, "__dict__", {}))), None)
 if _runner is not None:
     _real = _runner._perf_counter
     _start = _real()

@@ -38,6 +38,7 @@ from ..sandbox import (
 )
 from ..stages import CANDIDATE_FAILURE
 from ..transport import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SharedBuffer
+from ..zygote import ZygoteRunner, ZygoteUnavailable
 from .device import Device
 from .plan import DISK_BYTES, DISK_CHECK_S, POLL, POLL_BUILD, POLL_SHARED, STEP_ASIDE_AFTER
 from .record import Context, Verdict
@@ -208,19 +209,22 @@ class Runners:
         if os.environ.get("PYTHONPYCACHEPREFIX"):  # the trusted bytecode cache (build/bytecode.py), read-only here
             mounts.readonly.append(Path(os.environ["PYTHONPYCACHEPREFIX"]))
         env = runner_env(dict(os.environ), scratch / "home", PACKAGE_ROOT, extra_env)
-        side = self.spawn(side_name, info, env, mounts, scratch, log_name=log_name)
+        base = runner_env(dict(os.environ), scratch / "home", PACKAGE_ROOT, {})  # the zygote's, if it has this one
+        side = self.spawn(side_name, info, env, mounts, scratch, log_name=log_name, base_env=base)
         side.disk = [*mounts.writable, *([] if info.kind == "bwrap" else [scratch])]  # bwrap's scratch is a counted tmpfs
         return side
 
     def spawn(self, name: str, info: SandboxInfo, env: dict[str, str], mounts: Mounts, scratch: Path, *,
-              log_name: str = "", trusted: bool = False) -> Side:  # fmt: skip
+              log_name: str = "", trusted: bool = False, base_env: dict[str, str] | None = None) -> Side:  # fmt: skip
         mine, theirs = socket.socketpair()
         argv = [sys.executable, "-m", "pytest_kernelbench.judge.runner", str(theirs.fileno()), str(scratch)]
         log = self.ctx.work / (log_name or f"{name}.log")
         cgroup = self._cgroup(name) if not trusted else None
         try:
-            process = RunnerProcess(info, argv, env=env, mounts=mounts, work=self.ctx.work, scratch=scratch, pass_fd=theirs.fileno(),
-                                    cgroup=cgroup)  # fmt: skip
+            process = self._forked(info, env, base_env, mounts, scratch, theirs.fileno(), cgroup) if base_env is not None else None
+            if process is None:
+                process = RunnerProcess(info, argv, env=env, mounts=mounts, work=self.ctx.work, scratch=scratch,
+                                        pass_fd=theirs.fileno(), cgroup=cgroup)  # fmt: skip
         except BaseException:
             if cgroup is not None:
                 cgroup.close()
@@ -229,6 +233,22 @@ class Runners:
             theirs.close()
         self._roots.add(process.pid)
         return Side(name, Channel(mine), process, log, trusted=trusted)
+
+    def _forked(self, info: SandboxInfo, env: dict[str, str], base_env: dict[str, str], mounts: Mounts, scratch: Path,
+                pass_fd: int, cgroup: Cgroup | None) -> ZygoteRunner | None:  # fmt: skip
+        """A candidate's runner forked from the runner zygote (judge/zygote.py) where it can be: in a bwrap sandbox
+        held by a cgroup; else None (a fresh interpreter), with why in the record."""
+        why = "no bwrap" if info.kind != "bwrap" else "no cgroup" if cgroup is None else ""
+        if not why:
+            try:
+                process = ZygoteRunner(info, env=env, base_env=base_env, mounts=mounts, work=self.ctx.work, scratch=scratch,
+                                       pass_fd=pass_fd, cgroup=cgroup, wait_s=self.ctx.cfg.setup_timeout)  # fmt: skip
+                self.ctx.found.extra.runner_start = "zygote"
+                return process
+            except ZygoteUnavailable as exc:
+                why = str(exc)
+        self.ctx.found.extra.runner_start = f"interpreter: {why}"
+        return None
 
     def _cgroup(self, name: str) -> Cgroup | None:
         """A cgroup of its own for a candidate's runner or build step (cgroups.py), bounded by ``--kb-max-memory``."""
