@@ -43,7 +43,8 @@ from .sandbox import Mounts, SandboxInfo, bwrap_command, overlay_copies, preexec
 FD_ENV = "KB_RUNNER_ZYGOTE_FD"  # in a supervisor's environment: its end of the zygote's request socket
 NAMESPACES = ("cgroup", "ipc", "uts", "net", "mnt")  # joined by the runner; the PID namespace by its parent
 HOLDER = ["sh", "-c", "echo ready && exec sleep infinity"]
-PRELOAD = ("torch", "pytest_kernelbench.judge.runner", "torch.utils.cpp_extension")
+# Not torch.utils.cpp_extension: on a CUDA build its import marks every later fork "bad" for CUDA (checked at start).
+PRELOAD = ("torch", "pytest_kernelbench.judge.runner")
 _MAX_MESSAGE = 1 << 20
 
 
@@ -232,6 +233,8 @@ def serve(request_fd: int, parent: int) -> None:
             pass
     gc.collect()
     gc.freeze()  # what the imports made is shared with every runner, never copied by a collection
+    if not _forks_can_use_cuda():
+        return  # every request then finds the socket closed: each runner is a fresh interpreter
     base = dict(os.environ)
     requests = socket.socket(fileno=request_fd)
     children: set[int] = set()
@@ -255,6 +258,18 @@ def serve(request_fd: int, parent: int) -> None:
             if not pid:
                 break
             children.discard(pid)
+
+
+def _forks_can_use_cuda() -> bool:
+    """Whether a child forked now may initialise CUDA: torch refuses in the child of a process that touched the driver
+    (``_is_in_bad_fork``), which nothing here may have done."""
+    pid = os.fork()
+    if pid == 0:
+        import torch
+
+        os._exit(1 if torch.cuda._is_in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def _fork(message: bytes, fds: list[int], base: dict[str, str], libc) -> int:
