@@ -59,6 +59,29 @@ def test_each_variant_keeps_shapes_dtypes_and_leaves_integers_alone():
     assert torch.equal(vary([torch.tensor([0.3, -0.2])], "small integers")[0], torch.tensor([1.0, -1.0]))
 
 
+def test_the_zeros_get_inputs_made_stay_zero_under_every_variant():
+    """A problem's structure (triangular inputs, padding, a zero initial state) is kept: a kernel may rely on it."""
+    upper = torch.triu(torch.rand(64, 64)) + torch.triu(torch.ones(64, 64)) * 0.1
+    state = torch.zeros(8)
+    for variant in VARIANTS:
+        varied, zero = vary([upper, state], variant)
+        assert torch.equal(varied.tril(-1), torch.zeros(64, 64)) and torch.equal(zero, state), variant
+        assert not torch.equal(varied.triu(), upper.triu()), variant  # the rest did change
+
+
+TRIANGULAR = _problem("92_UpperMatmul", "return torch.triu(x @ x)", "torch.triu(torch.rand(32, 32))")
+# Skips the zero half, as the problem's inputs allow (KernelBench level 1's 14_Matmul_for_upper_triangular_matrices).
+UPPER_ONLY = _candidate(
+    "n = x.shape[0]\nout = torch.zeros_like(x)\nfor i in range(n):\n    out[i, i:] = x[i, i:] @ x[i:, i:]\nreturn out"
+)
+
+
+def test_a_kernel_that_relies_on_the_problems_zeros_passes_varied_trials():
+    result = evaluate(TRIANGULAR, UPPER_ONLY, cpu_config(trials=5))
+    assert result.outcome is Outcome.CORRECT, result.message
+    assert result.extra.input_variants["checked"] == ["scaled up", "shifted", "uniform", "small integers"]
+
+
 def test_trials_take_the_variants_in_turn_after_a_standard_first_and_skip_dropped_ones():
     cycle = Variants("varied")
     taken = []

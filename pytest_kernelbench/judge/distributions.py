@@ -12,7 +12,10 @@ problem's inputs as usual and then reshape their floating-point tensors' distrib
 - ``small integers``: the values times 4, rounded to whole numbers (exact sums, ties, zeros);
 - ``scaled down``: every value divided by 8.
 
-Integer and bool tensors (indices, masks, sizes) and every non-tensor value are left as ``get_inputs()`` made them.
+Integer and bool tensors (indices, masks, sizes) and every non-tensor value are left as ``get_inputs()`` made them, and
+every value ``get_inputs()`` made exactly zero stays zero: that is the problem's structure (a triangular matrix, a padded
+or sparse input, a zero initial state), which a kernel may rely on as the reference's docstring and inputs promise. An
+upper-triangular matmul that skips the zero half was judged incorrect on shifted inputs (H200, 2026-11-29) before this.
 Before each varied trial the supervisor has the reference alone answer another draw of the variant; where it raises
 or answers values that are not all finite (a log of a shifted value, an overflow), the variant is dropped for the rest
 of the evaluation before the candidate sees it, and that trial runs on the standard inputs (``Timer.judged_pair``): a
@@ -35,6 +38,7 @@ import torch
 STANDARD = "standard"
 CHUNK = 1 << 24  # elements summed at once by output_size (a copy this big at most, of an output of any size)
 VARIANTS = ("scaled up", "shifted", "uniform", "small integers", "scaled down")  # in the order trials take them
+MOVES_ZEROS = ("shifted", "uniform")  # the variants that would make a zero value non-zero
 
 
 class Variants:
@@ -81,7 +85,10 @@ def _vary_value(value: Any, variant: str) -> Any:
         return type(value)(_vary_value(v, variant) for v in value)
     if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.numel() == 0:
         return value
-    return _vary_tensor(value, variant).to(value.dtype)
+    varied = _vary_tensor(value, variant)
+    if variant in MOVES_ZEROS:
+        varied = varied.masked_fill_(value == 0, 0.0)  # the problem's structure kept: its zeros stay zeros
+    return varied.to(value.dtype)
 
 
 def _vary_tensor(x: torch.Tensor, variant: str) -> torch.Tensor:
