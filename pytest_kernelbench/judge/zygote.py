@@ -87,6 +87,9 @@ class ZygoteRunner:
             self._start(env, base_env, mounts, work, pass_fd, wait_s)
         except BaseException:
             self._discard()
+            if self._reply is not None:
+                self._reply.close()
+                self._reply = None
             raise
         finally:
             self.log.started()
