@@ -28,10 +28,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .procs import child_setup
+from .procs import child_setup, exit_after, reap
 
 # What a forked child may run besides a supervisor: the footprint measurement before a judge (judge/footprint.py).
 ENTRIES = ("pytest_kernelbench.judge.supervisor.evaluation", "pytest_kernelbench.judge.footprint")
@@ -190,39 +191,30 @@ def _fork_supervisor(request: dict[str, Any], reply_fd: int, server_pid: int) ->
     pid = os.fork()
     if pid:
         return pid
-    code = 1
-    try:  # the child: become a supervisor, never return into the server's loop
-        os.setsid()
-        setup()
-        os.close(reply_fd)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(log, 1)
-        os.dup2(log, 2)
-        os.close(null)
-        os.close(log)
-        os.chdir(request["cwd"])
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        import importlib
+    exit_after(lambda: _become_supervisor(request, reply_fd, setup))  # the child: never back into the server's loop
 
-        entry = request.get("entry") or ENTRIES[0]
-        if entry not in ENTRIES:
-            raise ValueError(f"not an entry of the fork server: {entry}")
-        sys.argv = [entry, request["spec"]]
-        code = importlib.import_module(entry).main(sys.argv)
-    except BaseException:  # noqa: BLE001 - reported through the log; the parent sees the exit code
-        import traceback
 
-        traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)  # skip teardown: candidate threads or atexit hooks must not hang us
-    return 0  # unreachable
+def _become_supervisor(request: dict[str, Any], reply_fd: int, setup: Callable[[], None]) -> int:
+    os.setsid()
+    setup()
+    os.close(reply_fd)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(null)
+    os.close(log)
+    os.chdir(request["cwd"])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    import importlib
+
+    entry = request.get("entry") or ENTRIES[0]
+    if entry not in ENTRIES:
+        raise ValueError(f"not an entry of the fork server: {entry}")
+    sys.argv = [entry, request["spec"]]
+    return importlib.import_module(entry).main(sys.argv)
 
 
 _ZYGOTE: list = []  # the server's runner zygote: its process and our end of its request socket
@@ -307,16 +299,8 @@ def serve() -> None:
                     continue
                 children.add(pid)
                 reply(f"started {request['id']} {pid}")
-        while children:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                children.clear()
-                break
-            if pid == 0:
-                break
-            children.discard(pid)
-            reply(f"exited {pid} {os.waitstatus_to_exitcode(status)}")
+        for pid, code in reap(children):
+            reply(f"exited {pid} {code}")
 
 
 if __name__ == "__main__":

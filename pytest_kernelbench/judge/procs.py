@@ -10,8 +10,9 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 
 def child_setup(limit_bytes: int, parent: int):
@@ -92,6 +93,42 @@ def _walk_children(pid: int) -> list[int]:
         found += kids
         todo += kids
     return found
+
+
+def exit_after(run: Callable[[], int]) -> NoReturn:
+    """The end of a forked child (a supervisor, a runner): ``run()``; an exception's traceback to its log; then
+    ``os._exit`` with what ``run`` returned (1 after an exception), skipping the interpreter's teardown, which candidate
+    threads or atexit hooks could hang."""
+    code = 1
+    try:
+        code = run()
+    except BaseException:  # noqa: BLE001 - into the log; the parent sees the exit code
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def reap(children: set[int]) -> list[tuple[int, int]]:
+    """Without waiting: the children that have exited, each as (pid, exit code as ``Popen.returncode`` gives it), taken
+    out of ``children``. A server's loop (the fork server, the runner zygote) calls it between requests."""
+    done = []
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            children.clear()
+            break
+        if pid == 0:
+            break
+        children.discard(pid)
+        done.append((pid, os.waitstatus_to_exitcode(status)))
+    return done
 
 
 def strays(runners: set[int], trusted: set[int]) -> list[int]:

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from . import cgroups
-from .procs import LogPipe, kill_tree, tree_rss
+from .procs import LogPipe, exit_after, kill_tree, reap, tree_rss
 from .sandbox import Mounts, SandboxInfo, bwrap_command, overlay_copies, preexec
 
 FD_ENV = "KB_RUNNER_ZYGOTE_FD"  # in a supervisor's environment: its end of the zygote's request socket
@@ -252,15 +252,7 @@ def serve(request_fd: int, parent: int) -> None:
             children.add(_fork(message, fds, base, libc))
             for fd in fds:
                 os.close(fd)
-        while children:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                children.clear()
-                break
-            if not pid:
-                break
-            children.discard(pid)
+        reap(children)
 
 
 def _forks_can_use_cuda() -> bool:
@@ -293,7 +285,7 @@ def _fork(message: bytes, fds: list[int], base: dict[str, str], libc) -> int:
         _setns(libc, pid_ns)
         runner = os.fork()
         if runner == 0:
-            _become_runner(libc, request, runner_fd, log_fd, root_fd, ns_fds, joins)
+            exit_after(lambda: _become_runner(libc, request, runner_fd, log_fd, root_fd, ns_fds, joins))
         for fd in fds[1:]:
             os.close(fd)
         os.write(reply, f"started {runner}\n".encode())
@@ -308,45 +300,33 @@ def _fork(message: bytes, fds: list[int], base: dict[str, str], libc) -> int:
     os._exit(0)
 
 
-def _become_runner(libc, request: dict, runner_fd: int, log_fd: int, root_fd: int, ns_fds: list[int], joins: list[int]) -> None:
+def _become_runner(libc, request: dict, runner_fd: int, log_fd: int, root_fd: int, ns_fds: list[int], joins: list[int]) -> int:
     """In the sandbox's PID namespace: join its cgroup first, then its other namespaces and root, give up every
     privilege, serve."""
-    code = 1
-    try:
-        cgroups.join(joins)
-        for fd in ns_fds:
-            _setns(libc, fd)
-        os.fchdir(root_fd)
-        os.chroot(".")
-        os.chdir(request["scratch"])
-        os.setsid()
-        os.setgroups([])
-        _drop_capabilities(libc)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
-        os.closerange(3, runner_fd)
-        os.closerange(runner_fd + 1, 1 << 16)
-        os.environ.clear()
-        os.environ.update(request["env"], PWD=request["scratch"])  # as bwrap's --chdir sets it
-        import random
+    cgroups.join(joins)
+    for fd in ns_fds:
+        _setns(libc, fd)
+    os.fchdir(root_fd)
+    os.chroot(".")
+    os.chdir(request["scratch"])
+    os.setsid()
+    os.setgroups([])
+    _drop_capabilities(libc)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.closerange(3, runner_fd)
+    os.closerange(runner_fd + 1, 1 << 16)
+    os.environ.clear()
+    os.environ.update(request["env"], PWD=request["scratch"])  # as bwrap's --chdir sets it
+    import random
 
-        random.seed()  # as a fresh interpreter: not the zygote's state, shared by every runner it forked
-        from . import runner
+    random.seed()  # as a fresh interpreter: not the zygote's state, shared by every runner it forked
+    from . import runner
 
-        sys.argv = [runner.__file__, str(runner_fd), request["scratch"]]
-        code = runner.serve(runner_fd, request["scratch"])
-    except BaseException:  # noqa: BLE001 - into the runner's log, then out
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+    sys.argv = [runner.__file__, str(runner_fd), request["scratch"]]
+    return runner.serve(runner_fd, request["scratch"])
 
 
 def _setns(libc, fd: int) -> None:
