@@ -227,7 +227,7 @@ class Runners:
         log = self.ctx.work / (log_name or f"{name}.log")
         cgroup = self._cgroup(name) if not trusted else None
         try:
-            process = self._forked(info, env, base_env, mounts, scratch, theirs.fileno(), cgroup) if base_env is not None else None
+            process = self._forked(name, info, env, base_env, mounts, scratch, theirs.fileno(), cgroup) if base_env is not None else None
             if process is None:
                 process = RunnerProcess(info, argv, env=env, mounts=mounts, work=self.ctx.work, scratch=scratch,
                                         pass_fd=theirs.fileno(), cgroup=cgroup)  # fmt: skip
@@ -240,21 +240,25 @@ class Runners:
         self._roots.add(process.pid)
         return Side(name, Channel(mine), process, log, trusted=trusted)
 
-    def _forked(self, info: SandboxInfo, env: dict[str, str], base_env: dict[str, str], mounts: Mounts, scratch: Path,
+    def _forked(self, name: str, info: SandboxInfo, env: dict[str, str], base_env: dict[str, str], mounts: Mounts, scratch: Path,
                 pass_fd: int, cgroup: Cgroup | None) -> ZygoteRunner | None:  # fmt: skip
-        """A candidate's runner forked from the runner zygote (judge/zygote.py) where it can be: in a bwrap sandbox
-        held by a cgroup; else None (a fresh interpreter), with why in the record."""
+        """A runner or build step forked from the runner zygote (judge/zygote.py) where it can be: in a bwrap sandbox
+        held by a cgroup; else None (a fresh interpreter). The record says which for the candidate's runner, and why."""
         why = "no bwrap" if info.kind != "bwrap" else "no cgroup" if cgroup is None else ""
         if not why:
             try:
                 process = ZygoteRunner(info, env=env, base_env=base_env, mounts=mounts, work=self.ctx.work, scratch=scratch,
                                        pass_fd=pass_fd, cgroup=cgroup, wait_s=self.ctx.cfg.setup_timeout)  # fmt: skip
-                self.ctx.found.extra.runner_start = "zygote"
+                self._started(name, "zygote")
                 return process
             except ZygoteUnavailable as exc:
                 why = str(exc)
-        self.ctx.found.extra.runner_start = f"interpreter: {why}"
+        self._started(name, f"interpreter: {why}")
         return None
+
+    def _started(self, name: str, how: str) -> None:
+        if name != "build":  # the candidate's runner, started before or after its build step
+            self.ctx.found.extra.runner_start = how
 
     def _cgroup(self, name: str) -> Cgroup | None:
         """A cgroup of its own for a candidate's runner or build step (cgroups.py), bounded by ``--kb-max-memory``."""
