@@ -98,6 +98,8 @@ class ZygoteRunner:
         requests = _request_socket()
         try:
             self._ask(requests, env, base_env, mounts, work, pass_fd, wait_s)
+        except OSError as exc:  # the sandbox gone before its namespaces were opened, say: a fresh interpreter instead
+            raise ZygoteUnavailable(f"the sandbox could not be handed over: {exc}") from None
         finally:
             requests.close()
 
