@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import cgroups
-from .procs import LogPipe, child_setup, kill_tree, tree_rss
+from .procs import LogPipe, child_setup, exit_after, kill_tree, tree_rss
 
 SCRATCH = Path("/tmp/kb")  # the runner's scratch folder inside the sandbox
 SCRATCH_BYTES = 8 << 30  # bound of the sandbox's /tmp (it lives in host memory)
@@ -309,8 +309,8 @@ class ForkedRunner:
             warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded, use of fork()": our watcher thread only
             pid = os.fork()
         if pid == 0:
-            code = 1
-            try:
+
+            def become_runner() -> int:
                 os.setsid()
                 setup()
                 for fd in close_fds:
@@ -319,13 +319,9 @@ class ForkedRunner:
                 os.dup2(log_fd, 1)
                 os.dup2(log_fd, 2)
                 os.chdir(scratch)
-                code = target(pass_fd, str(scratch))
-            except BaseException:  # noqa: BLE001 - into the log, then out
-                import traceback
+                return target(pass_fd, str(scratch))
 
-                traceback.print_exc()
-            finally:
-                os._exit(code)
+            exit_after(become_runner)
         os.close(log_fd)
         os.close(null_fd)
         self.pid = pid

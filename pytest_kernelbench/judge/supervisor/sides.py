@@ -208,15 +208,15 @@ class Runners:
             mounts.readonly.append(Path(ctx.cfg.pch_dir))
         if os.environ.get("PYTHONPYCACHEPREFIX"):  # the trusted bytecode cache (build/bytecode.py), read-only here
             mounts.readonly.append(Path(os.environ["PYTHONPYCACHEPREFIX"]))
-        env = runner_env(dict(os.environ), scratch / "home", PACKAGE_ROOT, extra_env)
+        base = runner_env(dict(os.environ), scratch / "home", PACKAGE_ROOT, {})  # the zygote's too, if it has this one
+        env = {**base, **extra_env}  # what runner_env(..., extra_env) gives
         # Forked from the runner zygote: a build step, or a runner on the CPU. Not a runner on a GPU: there a forked
         # runner made threads after its timing core was set (OpenBLAS's pool, rebuilt after a fork on first use: "moved
         # back" in an honest candidate) and a profiled judge timed out (H200, 2026-11-29); a fresh interpreter there.
         forked = side_name == "build" or not ctx.on_gpu
-        base = runner_env(dict(os.environ), scratch / "home", PACKAGE_ROOT, {}) if forked else None  # the zygote's, if it has this one
         if not forked:
             ctx.found.extra.runner_start = "interpreter: a GPU runner"
-        side = self.spawn(side_name, info, env, mounts, scratch, log_name=log_name, base_env=base)
+        side = self.spawn(side_name, info, env, mounts, scratch, log_name=log_name, base_env=base if forked else None)
         side.disk = [*mounts.writable, *([] if info.kind == "bwrap" else [scratch])]  # bwrap's scratch is a counted tmpfs
         return side
 
