@@ -128,7 +128,7 @@ class EvalConfig:
     seed: int = 42  # the models' weights (torch.manual_seed before each builds); inputs come from fresh OS entropy every call
     warmup: int = 3
     # timing samples of each side at least (a call, or a round's mean); 0: the device's default (timing_min_reps: GPU 30,
-    # CPU 10); on a GPU, calls too big to share a round may stop at 16 once both medians are precise (docs/judge.md)
+    # CPU 10); on a GPU, calls too big to share a round may stop at 16 once both medians are precise (docs/timing-fidelity.md)
     min_reps: int = 0
     max_reps: int = 0  # timed calls of each side at most, once min_reps samples are in (stats.Stopper); 0: GPU 300, CPU 50
     max_time: float = 0.0  # seconds of timing per candidate; 0: device default (GPU 3, CPU 2)
@@ -140,7 +140,7 @@ class EvalConfig:
     # and on the CPU a second where the first's speedup lies outside +-5% (noisy or not), a third where those leave it in doubt
     process_pairs: int = 0
     # timed calls whose outputs total less than this are all compared; above it, each one is with probability
-    # 1/4 (the supervisor's draw, which the candidate cannot see), and at least 4 (docs/judge.md, "Which calls are checked")
+    # 1/4 (the supervisor's draw, which the candidate cannot see), and at least 4 (docs/timing-fidelity.md, "Which calls are checked")
     check_all_below_mb: float = 64.0
     strict: bool = False  # reject candidates whose forward dispatches PyTorch compute ops
     profile: bool = False  # on a GPU: a per-kernel time table of one candidate call (torch.profiler), for kbagent's improve prompt
@@ -148,9 +148,9 @@ class EvalConfig:
     # locked window: milliseconds) or "host" (KernelBench's way: on the CPU, then copied; a level-1
     # problem's 1.6e9 random numbers take the CPU 10-25 s per input set)
     inputs_on: str = "device"
-    # the correctness trials' inputs: "varied" (after the first trial, other scales, a shift, uniform, small integers,
-    # each where the reference stays finite: judge/distributions.py) or "standard" (get_inputs()'s own distribution
-    # only, as KernelBench and PIKE publish their numbers)
+    # the correctness trials' inputs: "varied" (after the first trial, other scales, a shift, uniform, special values, small
+    # integers, each where the reference stays finite: judge/distributions.py) or "standard" (get_inputs()'s own
+    # distribution only, as KernelBench and PIKE publish their numbers)
     inputs: str = "varied"
     lock_dir: str = ""
     lock_timeout: float = 3600.0  # seconds to wait for the device lock before giving up
@@ -346,8 +346,9 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
     JudgeOption("inputs_on", "--inputs-on", "make get_inputs() tensors on the judged device, or on the host as KernelBench does",
                 choices=("device", "host")),
     JudgeOption("inputs", "--inputs", "the correctness trials' inputs: varied (after the first trial: scaled, shifted, "
-                "uniform, small integers; a variant the reference raises on or answers with non-finite values is dropped), "
-                "or standard: get_inputs()'s own distribution only, as KernelBench and PIKE publish", choices=INPUTS),
+                "uniform, special values (zeros, ones, extremes, subnormals), small integers; a variant the reference raises "
+                "on or answers with non-finite values is dropped), or standard: get_inputs()'s own distribution only, as "
+                "KernelBench and PIKE publish", choices=INPUTS),
     JudgeOption("timer", "--timer", "GPU timing: CUDA events around each call, or around one CUDA-graph replay",
                 pytest_flags=("--kb-timer",), choices=("events", "cuda-graph")),
     JudgeOption("round_calls", "--round-calls", "calls of each side per timing round, each on fresh inputs (0: automatic, "

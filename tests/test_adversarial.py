@@ -193,7 +193,7 @@ def test_the_verdict_holds_with_rounds_of_several_calls(name, scene):
     result = judge(name, scene, round_calls=4)
     detail = f"{name}: {result.outcome} speedup={result.speedup} {result.message[:1500]} {result.extra.wall_check}"
     if name in CLOCK_LIES and result.outcome is Outcome.CORRECT:
-        # a loaded 2-core machine's noise can widen the wall-clock bound past the lie (docs/judge.md, "Timing rounds"):
+        # a loaded 2-core machine's noise can widen the wall-clock bound past the lie (docs/timing-fidelity.md, "Timing rounds"):
         # then the claim must still be the lie, and the printed speedup only what the supervisor's clock vouches for
         assert result.extra.wall_check["event_speedup"] > 10 and result.extra.speedup_capped, detail
         assert result.speedup < 2.0, detail

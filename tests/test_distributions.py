@@ -69,6 +69,36 @@ def test_the_zeros_get_inputs_made_stay_zero_under_every_variant():
         assert not torch.equal(varied.triu(), upper.triu()), variant  # the rest did change
 
 
+def test_special_values_keep_signs_and_take_each_value_in_a_share():
+    x = torch.randn(64, 1024)
+    special = vary([x], "special values")[0]
+    changed = special != x
+    assert 0.08 < float(changed.float().mean()) < 0.17
+    assert torch.equal(torch.signbit(special), torch.signbit(x))  # -0.0 where a negative value became zero
+    top = float(x.abs().max())
+    for value in (0.0, 1.0, top, 89.0, torch.finfo(torch.float32).smallest_normal / 4):
+        assert int((special.abs() == value).sum()) > 0.01 * x.numel(), value
+    assert float(special.abs().max()) == 89.0 and not torch.isinf(torch.exp(special[special.abs() < 89])).any()
+    half = vary([torch.randn(4096).half()], "special values")[0]
+    assert float(half.abs().max()) == 12.0 and torch.isinf(torch.exp(half.float()).half()).any()  # float16's edge
+
+
+# log-sum-exp without its row's maximum subtracted: right for randn's values, scaled up 8 times too (exp(40) is finite in
+# float32), inf for a value of 89 in a row, where the reference's answer is finite.
+LOGSUMEXP = _problem("94_RowLogSumExp", "return torch.logsumexp(x, dim=1)", "torch.randn(16, 1024)")
+NAIVE_LOGSUMEXP = _candidate("return torch.log(torch.exp(x).sum(dim=1))")
+
+
+def test_special_values_catch_an_exponential_that_overflows_where_the_reference_does_not():
+    assert evaluate(LOGSUMEXP, NAIVE_LOGSUMEXP, cpu_config(inputs="standard", trials=5)).outcome is Outcome.CORRECT
+    result = evaluate(LOGSUMEXP, NAIVE_LOGSUMEXP, cpu_config(inputs="varied", trials=5))
+    assert result.outcome is Outcome.INCORRECT and "trial 5/5 (inputs special values)" in result.message, result.message
+    stable = _candidate("top = x.max(dim=1, keepdim=True).values\nreturn (x - top).exp().sum(dim=1).log() + top.squeeze(1)")
+    honest = evaluate(LOGSUMEXP, stable, cpu_config(inputs="varied", trials=5))
+    assert honest.outcome is Outcome.CORRECT, honest.message
+    assert honest.extra.input_variants["checked"][-1] == "special values"
+
+
 TRIANGULAR = _problem("92_UpperMatmul", "return torch.triu(x @ x)", "torch.triu(torch.rand(32, 32))")
 # Skips the zero half, as the problem's inputs allow (KernelBench level 1's 14_Matmul_for_upper_triangular_matrices).
 UPPER_ONLY = _candidate(
@@ -79,13 +109,13 @@ UPPER_ONLY = _candidate(
 def test_a_kernel_that_relies_on_the_problems_zeros_passes_varied_trials():
     result = evaluate(TRIANGULAR, UPPER_ONLY, cpu_config(trials=5))
     assert result.outcome is Outcome.CORRECT, result.message
-    assert result.extra.input_variants["checked"] == ["scaled up", "shifted", "uniform", "small integers"]
+    assert result.extra.input_variants["checked"] == ["scaled up", "shifted", "uniform", "special values"]
 
 
 def test_trials_take_the_variants_in_turn_after_a_standard_first_and_skip_dropped_ones():
     cycle = Variants("varied")
     taken = []
-    for trial in range(7):
+    for trial in range(len(VARIANTS) + 2):
         taken.append(cycle.for_trial(trial))
         cycle.passed(taken[-1])
     assert taken == [STANDARD, *VARIANTS, VARIANTS[0]] and cycle.checked == taken[1:]
@@ -118,13 +148,13 @@ def test_a_shortcut_that_holds_for_the_problems_own_distribution_fails_on_varied
 
 
 def test_a_variant_on_which_the_reference_is_not_finite_is_dropped_and_that_trial_runs_on_standard_inputs():
-    """log(x) of x in [0.1, 1.1): rounded to small integers some are 0, and the reference answers -inf there."""
+    """log(x) of x in [0.1, 1.1): with special values some are 0, and the reference answers -inf there."""
     log = _problem("91_Log", "return torch.log(x)", "torch.rand(64, 64) + 0.1")
     result = evaluate(log, _candidate("return torch.log(x.clone())"), cpu_config(inputs="varied", trials=5))
     assert result.outcome is Outcome.CORRECT, result.message
     found = result.extra.input_variants
     assert found["checked"] == ["scaled up", "shifted", "uniform"]
-    assert found["dropped"] == {"small integers": "the reference's output is not all finite"}
+    assert found["dropped"] == {"special values": "the reference's output is not all finite"}
 
 
 def test_a_variant_the_reference_raises_on_is_dropped_not_a_harness_error():

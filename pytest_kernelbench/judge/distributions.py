@@ -9,6 +9,11 @@ problem's inputs as usual and then reshape their floating-point tensors' distrib
 - ``scaled up``: every value times 8 (signs kept, so a positive-only domain stays);
 - ``shifted``: plus the tensor's spread (its standard deviation, or 1), so a zero mean is no longer given;
 - ``uniform``: uniform over the same tensor's own range (its minimum to its maximum): other statistics, same domain;
+- ``special values``: about one value in eight replaced, with its own sign, by one of the values kernels get wrong:
+  zero (a negative value's is ``-0.0``), one, the tensor's largest magnitude (ties at the top), the smallest value
+  whose exponential overflows the dtype (89 for float32, 12 for float16: a softmax or log-sum-exp that does not
+  subtract its row's maximum answers inf where the reference's stays finite), and a subnormal (flushed to zero by fast
+  math, harmless within any tolerance; a division by it is not);
 - ``small integers``: the values times 4, rounded to whole numbers (exact sums, ties, zeros);
 - ``scaled down``: every value divided by 8.
 
@@ -37,8 +42,9 @@ import torch
 
 STANDARD = "standard"
 CHUNK = 1 << 24  # elements summed at once by output_size (a copy this big at most, of an output of any size)
-VARIANTS = ("scaled up", "shifted", "uniform", "small integers", "scaled down")  # in the order trials take them
-MOVES_ZEROS = ("shifted", "uniform")  # the variants that would make a zero value non-zero
+VARIANTS = ("scaled up", "shifted", "uniform", "special values", "small integers", "scaled down")  # in the order trials take them
+MOVES_ZEROS = ("shifted", "uniform", "special values")  # the variants that would make a zero value non-zero
+SPECIAL_SHARE = 8  # one value in this many is made special
 
 
 class Variants:
@@ -105,7 +111,26 @@ def _vary_tensor(x: torch.Tensor, variant: str) -> torch.Tensor:
         return wide + (spread if bool(torch.isfinite(spread)) and float(spread) > 0 else 1.0)
     if variant == "small integers":
         return torch.round(wide * 4)
+    if variant == "special values":
+        return _special_values(x)
     raise ValueError(f"unknown input variant {variant!r}; choose from {', '.join(VARIANTS)}")
+
+
+def _special_values(x: torch.Tensor) -> torch.Tensor:
+    """About one value of ``x`` in :data:`SPECIAL_SHARE` replaced by a special one, with the sign of the value it replaces
+    (each special value an equal share of the replaced ones; the draw is the supervisor's own)."""
+    wide = x if x.dtype == torch.float64 else x.float()
+    top = float(wide.abs().max())
+    top = top if math.isfinite(top) and top > 0 else 1.0
+    info = torch.finfo(x.dtype)
+    specials = (0.0, 1.0, top, math.ceil(math.log(info.max)), info.smallest_normal / 4)
+    draw = torch.rand(wide.shape, device=wide.device)
+    out = wide.clone()
+    width = 1.0 / (SPECIAL_SHARE * len(specials))
+    for k, value in enumerate(specials):
+        hit = (draw >= k * width) & (draw < (k + 1) * width)
+        out = torch.where(hit, torch.copysign(wide.new_tensor(value), wide), out)
+    return out
 
 
 def output_size(outputs: list[torch.Tensor]) -> float:

@@ -31,7 +31,7 @@ printed at the speedup the clock itself measured (``implied``), and never above 
 even the reference is below it), with ``speedup_capped`` set: a claim the clock cannot verify is never taken, and its
 noise is never credited to the candidate (under load the bound's allowance printed a clock lie at 1.99x). The supervisor
 times a capped batch once more before it settles. A candidate slower than the reference is never capped
-(``docs/judge.md``).
+(``docs/timing-fidelity.md``).
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ def another_pair(pairs: list[PairTiming], asked: int, device: str, process_sd: f
 
     An offset that lasts a whole evaluation (where each process's threads and buffers landed) is the same in every
     round, so no interval from one pair's rounds can see it; a fresh pair of processes draws it afresh, and the
-    median of three outvotes one outlying pair (docs/judge.md, "Speedups the timing cannot resolve")."""
+    median of three outvotes one outlying pair (docs/timing-fidelity.md, "Speedups the timing cannot resolve")."""
     if asked:
         return len(pairs) < asked
     cpu = device == "cpu"

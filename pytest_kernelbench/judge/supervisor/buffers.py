@@ -179,7 +179,7 @@ class Buffers:
     def move(self, side: Side) -> None:
         """Place the side's call sets at a new random offset in its buffer (in its slack, :data:`SHIFT_STEP` steps):
         on the H100 a memory-bound reference ran 2-7% slower or faster for as long as its inputs stayed where they were
-        put, and read from a new place each round it kept no lean (docs/judge.md, "Where a side's inputs sit")."""
+        put, and read from a new place each round it kept no lean (docs/timing-fidelity.md, "Where a side's inputs sit")."""
         if side.slack:
             by = secrets.randbelow(side.slack // SHIFT_STEP + 1) * SHIFT_STEP
             side.sets = [s.moved(by) for s in side.home]

@@ -29,7 +29,7 @@ AUTO_ROUND_CALLS = 16  # a timing round's calls per side at most, unless --round
 ROUND_BYTES = 256 << 20  # ... within this many bytes of one side's shared inputs and outputs ...
 ROUND_MS = 25.0  # ... and this many milliseconds of the reference's fastest call so far (a round's length)
 BUFFER_ALIGN = 512  # bytes: where each tensor of a phase's one shared buffer starts
-# A GPU timing phase's buffers have room to move in (docs/judge.md, "Where a side's inputs sit"): a quarter of their size
+# A GPU timing phase's buffers have room to move in (docs/timing-fidelity.md, "Where a side's inputs sit"): a quarter of their size
 # and SHIFT_MAX at most, in SHIFT_STEP steps (none below one step); every call of the phase places its set anew there
 SHIFT_STEP = 2 << 20
 SHIFT_MAX = 1 << 30
@@ -38,7 +38,7 @@ MIN_CHECKED = 4  # ... and timing goes on until at least this many timed calls w
 # A GPU call too big to share a round (its inputs and outputs above ROUND_BYTES) costs a full fresh input set a sample
 # (three copies of multi-GB inputs), so its timing may stop at EARLY_SAMPLES samples once both medians are known within
 # EARLY_REL_ERR (a self-speedup's +-2% at about 3 sigma) and EARLY_CHECKED of its calls were checked, each with
-# probability EARLY_CHECK_P: more checks than 30 calls at 1/CHECK_ONE_IN give (docs/judge.md, "Which calls are checked")
+# probability EARLY_CHECK_P: more checks than 30 calls at 1/CHECK_ONE_IN give (docs/timing-fidelity.md, "Which calls are checked")
 EARLY_SAMPLES = 16
 EARLY_REL_ERR = 0.005
 EARLY_CHECKED = 8
@@ -103,7 +103,7 @@ def check_timed_call(fp: Footprint, check_all_below_mb: float, early: bool = Fal
     """Whether the next timed pair is checked (sealed and compared): always when the outputs are small, else with
     probability 1/CHECK_ONE_IN (EARLY_CHECK_P for a timing that may stop early), drawn from the OS's entropy in the
     supervisor. The candidate cannot tell a checked call from another until it has returned; a candidate wrong on a
-    fraction f of n timed calls goes unseen with probability (1 - f p)^n (docs/judge.md, "Which calls are checked")."""
+    fraction f of n timed calls goes unseen with probability (1 - f p)^n (docs/timing-fidelity.md, "Which calls are checked")."""
     if fp.io_bytes[1] < check_all_below_mb * 2**20:
         return True
     if early:

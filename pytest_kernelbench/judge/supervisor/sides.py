@@ -270,7 +270,7 @@ class Runners:
 
     @property
     def pin_cpu_runners(self) -> bool:
-        """Whether a CPU judge's two runners pin their threads a core each (``KB_CPU_PIN=1``; docs/judge.md, "CPU runners:
+        """Whether a CPU judge's two runners pin their threads a core each (``KB_CPU_PIN=1``; docs/timing-fidelity.md, "CPU runners:
         a core per thread, on request"): on a quiet 2-vCPU machine it removed a two-speed lean; beside one other busy
         process it made one (0.86-1.51 in 18 judgments, against 0.99-1.05 in 11 of 12 unpinned), so it is off unless asked."""
         return self.ctx.cfg.device == "cpu" and os.environ.get("KB_CPU_PIN", "0") == "1"

@@ -57,7 +57,7 @@ class Timer:
         """Warm-up, then reference and candidate interleaved, each call on fresh inputs; every warm-up call and
         the timed calls :func:`plan.check_timed_call` picks are checked. A batch whose times the supervisor's clock
         does not vouch for is timed again, and the candidate is rejected only when the second batch, too, fails
-        (an honest candidate's overhead is noise, a cheat's is there every time: docs/judge.md)."""
+        (an honest candidate's overhead is noise, a cheat's is there every time: docs/timing-fidelity.md)."""
         ctx, found, extra = self.ctx, self.ctx.found, self.ctx.found.extra
         candidate = self.runners.candidate
         with self.buffers.phase("time"), self.device.on_timing_core(self.runners.live_pids):
