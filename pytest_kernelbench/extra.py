@@ -48,6 +48,7 @@ class Extra:
     input_places: int | None = None  # how many places they were read from
     timed_calls: int | None = None
     checked_calls: int | None = None
+    varied_checked_calls: int | None = None  # --inputs varied: checked timed calls whose inputs took a variant
     timing_stop: str | None = None  # "rule" or "early"
     early_stop_se: str | None = None  # which standard error the early stop read
     offstream_calls: dict[str, int] | None = None  # calls that left work on another stream, per side ("ref", "new")

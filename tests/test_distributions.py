@@ -147,6 +147,28 @@ def test_a_shortcut_that_holds_for_the_problems_own_distribution_fails_on_varied
     assert found["atol_scale"] == pytest.approx({"scaled up": 8.0, "shifted": 1.577}, rel=0.01)
 
 
+# Honest in its first calls (the trials, the trace, the warm-up), then the shortcut that holds for rand's values alone.
+LATE_CONSTANT = _candidate(
+    'self.calls = getattr(self, "calls", 0) + 1\nif self.calls > 12:\n    return torch.full((x.shape[0],), 0.5, dtype=x.dtype)\n'
+    "return x.sum(dim=1) / x.shape[1]"
+)
+
+
+def test_timed_calls_take_the_checked_variants_too_and_catch_a_shortcut_taken_after_the_trials():
+    """About one timed call in four takes a variant the trials checked (a draw apart from whether it is checked); 40
+    timed calls, all checked (the outputs are small): one of them is varied but with probability 0.75**40 = 1e-5."""
+    timed = {"tolerance": "pike", "trials": 3, "min_reps": 40, "max_reps": 40, "warmup": 2}
+    standard = evaluate(ROW_MEAN, LATE_CONSTANT, cpu_config(inputs="standard", **timed))
+    assert standard.outcome is Outcome.CORRECT, standard.message  # every check on the problem's own distribution passes
+    assert standard.extra.varied_checked_calls is None
+    varied = evaluate(ROW_MEAN, LATE_CONSTANT, cpu_config(inputs="varied", **timed))
+    assert varied.outcome is Outcome.INCORRECT, varied.message
+    assert re.search(r"timed call \d+ \(inputs (scaled up|shifted)\)", varied.message), varied.message
+    honest = evaluate(ROW_MEAN, HONEST_MEAN, cpu_config(inputs="varied", **timed))
+    assert honest.outcome is Outcome.CORRECT, honest.message
+    assert 1 <= honest.extra.varied_checked_calls < honest.extra.checked_calls
+
+
 def test_a_variant_on_which_the_reference_is_not_finite_is_dropped_and_that_trial_runs_on_standard_inputs():
     """log(x) of x in [0.1, 1.1): with special values some are 0, and the reference answers -inf there."""
     log = _problem("91_Log", "return torch.log(x)", "torch.rand(64, 64) + 0.1")

@@ -4,7 +4,9 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from pathlib import Path
 
 import pytest
 from filelock import Timeout
@@ -52,12 +54,31 @@ def _hold_lock(lock_dir, key, seconds):
     return holder
 
 
+def _release_after_a_wait(holder, lock_dir, key, seconds):
+    """Ends ``holder`` ``seconds`` after another process announced that it waits for the lock (``<key>.wanted/<pid>``),
+    or after 60 s: the wait is as long as the test needs however long the waiter took to get there."""
+
+    def watch():
+        deadline = time.monotonic() + 60
+        wanted = Path(lock_dir) / f"{key}.wanted"
+        while time.monotonic() < deadline and not (wanted.is_dir() and any(wanted.iterdir())):
+            time.sleep(0.05)
+        time.sleep(seconds)
+        holder.kill()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_waiting_for_the_lock_does_not_count_against_the_timeout(tmp_path):
-    # The supervisor reaches the lock within ~3 s on a quiet machine and well within 20 s on a loaded one (a runner's
-    # start is uncharged and may come first: forked from the runner zygote, or a fresh interpreter importing torch), then
-    # waits for the rest of the 30 s: counted against the 6 s limit, that wait alone would time the candidate out.
-    holder = _hold_lock(tmp_path, "cpu", 30.0)
+    # The supervisor reaches the lock after its runners' start (uncharged: forked from the runner zygote, or a fresh
+    # interpreter importing torch), says it waits, and waits 8 s more: counted against the 6 s limit, that wait alone
+    # would time the candidate out.
+    holder = _hold_lock(tmp_path, "cpu", 120.0)
+    watcher = _release_after_a_wait(holder, tmp_path, "cpu", 8.0)
     result = evaluate(tiny_problem(), broken("correct"), cpu_config(timeout=6, lock_dir=str(tmp_path)))
+    watcher.join(timeout=70)
     holder.wait(timeout=60)
     assert result.outcome is Outcome.CORRECT, result.message
     assert result.stage_seconds["wait_lock"] > 6.0

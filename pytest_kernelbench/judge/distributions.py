@@ -26,6 +26,12 @@ or answers values that are not all finite (a log of a shifted value, an overflow
 of the evaluation before the candidate sees it, and that trial runs on the standard inputs (``Timer.judged_pair``): a
 candidate is held only to what the reference itself answers.
 
+The timed calls, too: each takes, with probability 1/:data:`TIMED_ONE_IN` drawn apart from whether it is checked (so
+that a varied call tells the candidate nothing about being checked), one of the variants the trials checked (of
+:data:`TIMED_VARIANTS`), the same values for both sides; a checked one is compared as a varied trial is. A shortcut the
+candidate takes only once the trials are over, right for the problem's own distribution alone, meets the other values
+in the timed calls that are checked.
+
 A varied trial asks no more, for the size of its outputs, than the standard one: where the reference's outputs come out
 larger (their mean absolute value, against the first trial's), ``atol`` grows by that ratio (:func:`atol_scale`;
 ``rtol`` is relative already). Values scaled up 8 times, a linear model's outputs too: an error of the size the standard
@@ -45,6 +51,10 @@ CHUNK = 1 << 24  # elements summed at once by output_size (a copy this big at mo
 VARIANTS = ("scaled up", "shifted", "uniform", "special values", "small integers", "scaled down")  # in the order trials take them
 MOVES_ZEROS = ("shifted", "uniform", "special values")  # the variants that would make a zero value non-zero
 SPECIAL_SHARE = 8  # one value in this many is made special
+# The variants a timed call may take (supervisor.timing.Timer.timed_variant): not special values, whose subnormals slow
+# the CPU's arithmetic for whichever side does not flush them to zero (a timing difference that is not the kernel's).
+TIMED_VARIANTS = ("scaled up", "shifted", "uniform", "small integers", "scaled down")
+TIMED_ONE_IN = 4  # a timed call takes one of the evaluation's checked variants with probability 1/TIMED_ONE_IN
 
 
 class Variants:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import secrets
 import time
 from typing import Any
 
@@ -16,7 +17,7 @@ import torch
 from ...tolerance import Tolerance
 from .. import protocol as p
 from ..compare import Sealer, compare_chunked, compare_tensors, digest_value, flatten, values_equal
-from ..distributions import STANDARD, atol_scale, finite, output_size, vary
+from ..distributions import STANDARD, TIMED_ONE_IN, atol_scale, finite, output_size, vary
 from ..stats import Stopper, WallCheck, wall_check
 from .buffers import Buffers
 from .device import Device
@@ -46,6 +47,7 @@ class Timer:
         self.dropped_why = ""  # why judged_pair last dropped an input variant (--inputs varied)
         self.standard_size: float | None = None  # the first trial's reference outputs' size (distributions.output_size)
         self.atol_scale = 1.0  # the factor judged_pair last applied to atol (distributions.atol_scale)
+        self.timed_variants: list[str] = []  # the variants a timed call may take: those the trials checked (--inputs varied)
 
     @property
     def unit(self) -> str:
@@ -73,7 +75,7 @@ class Timer:
             with found.split("time.warmup"):
                 warm = math.ceil(ctx.cfg.warmup / self.round_calls)  # the warm-up's calls, in whole rounds, each checked
                 for k in range(warm):
-                    graph = self.timed_round(f"warm-up {self.unit} {k + 1}", k % 2 == 1, graph, keep=False)
+                    graph, _ = self.timed_round(f"warm-up {self.unit} {k + 1}", k % 2 == 1, graph, keep=False)
             for key in ("timed_calls", "checked_calls"):
                 found.count(key, warm * self.round_calls)
             extra.timer = "cuda-graph" if graph else "events" if ctx.on_gpu else "perf_counter"
@@ -115,8 +117,10 @@ class Timer:
 
         while not enough():
             checks = [check_timed_call(self.ctx.fp, cfg.check_all_below_mb, early) for _ in range(self.round_calls)]
-            graph = self.timed_round(f"{name} {rounds + 1}", rounds % 2 == 1, graph, keep=True, checks=checks)
-            rounds, checked = rounds + 1, checked + sum(checks)
+            varied = [self.timed_variant() for _ in range(self.round_calls)]
+            label = f"{name} {rounds + 1}"
+            graph, compared = self.timed_round(label, rounds % 2 == 1, graph, keep=True, checks=checks, varied=varied)
+            rounds, checked = rounds + 1, checked + compared
         extra.timing_stop = "early" if early and len(self.samples["reference"]) < cfg.timing_min_reps else "rule"
         if early:  # which standard error the early stop read (stats.Stopper.precise)
             extra.early_stop_se = "iqr" if robust else "stdev"
@@ -182,25 +186,50 @@ class Timer:
         self.dropped_why = "the reference's output is not all finite"
         return False
 
+    def timed_variant(self) -> str:
+        """The distribution of a timed call's inputs: one of the variants the trials checked with probability
+        1/TIMED_ONE_IN, drawn from the OS's entropy apart from whether the call is checked; else the problem's own."""
+        if not self.timed_variants or secrets.randbelow(TIMED_ONE_IN) != 0:
+            return STANDARD
+        return self.timed_variants[secrets.randbelow(len(self.timed_variants))]
+
+    def _call_tolerance(self, index: int) -> Tolerance | None:
+        """A varied timed call's tolerance (as a varied trial's: ``atol`` grown with the reference's outputs), or None
+        where the reference's answer to it is not all finite (that call is not compared)."""
+        slots = list(self.runners.reference.sets[index].slots)
+        if not finite(slots):
+            return None
+        scale = atol_scale(self.standard_size, output_size(slots)) if self.standard_size is not None else 1.0
+        return self.ctx.cfg.tol.atol_times(scale)
+
     def _order(self, candidate_first: bool) -> tuple[Side, Side]:
         ref, new = self.runners.reference, self.runners.candidate
         return (new, ref) if candidate_first else (ref, new)
 
-    def timed_round(self, label: str, candidate_first: bool, graph: bool, keep: bool, checks: list[bool] | None = None) -> bool:
-        """One round: each side's calls on the same fresh inputs (a set per call), one side after the other; the
-        checked calls compared. A sample is a round's mean time per call, claimed and on the wall clock: a side has
-        every input of the round before its first call, so it could move work between the round's calls (answer
-        them all in the first, then copy), which a median over calls would not see and a round's sum does."""
+    def timed_round(self, label: str, candidate_first: bool, graph: bool, keep: bool, checks: list[bool] | None = None,
+                    varied: list[str] | None = None) -> tuple[bool, int]:
+        """One round: each side's calls on the same fresh inputs (a set per call, redrawn as ``varied`` says), one side
+        after the other; the checked calls compared. A sample is a round's mean time per call, claimed and on the wall
+        clock: a side has every input of the round before its first call, so it could move work between the round's
+        calls (answer them all in the first, then copy), which a median over calls would not see and a round's sum
+        does. Returns whether CUDA-graph timing still holds and how many calls were compared."""
         found = self.ctx.found
-        with found.split("time/round.inputs"):
-            inputs = [self.buffers.make_inputs() for _ in range(self.round_calls)]  # one list of values per call
+        varied = varied or [STANDARD] * self.round_calls
+        with found.split("time/round.inputs"):  # one list of values per call
+            inputs = [vary(self.buffers.make_inputs(), variant) for variant in varied]
         checks = checks or [True] * self.round_calls
         records = {side.name: self.call(side, inputs, label=label, graph=graph, seal=checks) for side in self._order(candidate_first)}
+        compared = 0
         with found.split("time/round.check"):
             for i, values in enumerate(inputs):
-                if checks[i]:
+                tol = self._call_tolerance(i) if checks[i] and varied[i] != STANDARD else self.ctx.cfg.tol
+                if checks[i] and tol is not None:
                     name = f"{label}, call {i + 1}" if len(inputs) > 1 else label
-                    self.check(values, records["candidate"], records["reference"], name, i)
+                    name += f" (inputs {varied[i]})" if varied[i] != STANDARD else ""
+                    self.check(values, records["candidate"], records["reference"], name, i, tol=tol)
+                    compared += 1
+                    if varied[i] != STANDARD:
+                        found.count("varied_checked_calls")
         for side, rec in records.items():
             offstream = sum(reply.offstream for reply in rec.replies)
             if offstream:
@@ -213,8 +242,8 @@ class Timer:
         errors = [r.graph_error for rec in records.values() for r in rec.replies if r.graph_error]
         if graph and errors:
             found.extra.cuda_graph_error = errors[0]
-            return False
-        return graph
+            return False, compared
+        return graph, compared
 
     def call(self, side: Side, inputs: list[list[Any]], *, label: str = "", graph: bool = False, seal: list[bool] | None = None) -> Record:
         """One side's calls of a round (one per list of values, each on its own call set), on the supervisor's clock
