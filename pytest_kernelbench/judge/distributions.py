@@ -28,9 +28,9 @@ candidate is held only to what the reference itself answers.
 
 The timed calls, too: each takes, with probability 1/:data:`TIMED_ONE_IN` drawn apart from whether it is checked (so
 that a varied call tells the candidate nothing about being checked), one of the variants the trials checked (of
-:data:`TIMED_VARIANTS`), the same values for both sides; a checked one is compared as a varied trial is. A shortcut the
-candidate takes only once the trials are over, right for the problem's own distribution alone, meets the other values
-in the timed calls that are checked.
+:data:`TIMED_VARIANTS`; input sets up to :data:`TIMED_MAX_BYTES`), the same values for both sides; a checked one is
+compared as a varied trial is. A shortcut the candidate takes only once the trials are over, right for the problem's
+own distribution alone, meets the other values in the timed calls that are checked.
 
 A varied trial asks no more, for the size of its outputs, than the standard one: where the reference's outputs come out
 larger (their mean absolute value, against the first trial's), ``atol`` grows by that ratio (:func:`atol_scale`;
@@ -55,6 +55,9 @@ SPECIAL_SHARE = 8  # one value in this many is made special
 # the CPU's arithmetic for whichever side does not flush them to zero (a timing difference that is not the kernel's).
 TIMED_VARIANTS = ("scaled up", "shifted", "uniform", "small integers", "scaled down")
 TIMED_ONE_IN = 4  # a timed call takes one of the evaluation's checked variants with probability 1/TIMED_ONE_IN
+# Redrawing makes up to two more copies of an input set in the supervisor: in a time phase (device memory planned
+# without them: judge/footprint.py) only for input sets up to this size
+TIMED_MAX_BYTES = 1 << 30
 
 
 class Variants:

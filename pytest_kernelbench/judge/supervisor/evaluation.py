@@ -24,7 +24,7 @@ from ...config import compile_mode
 from .. import fused
 from .. import protocol as p
 from ..assignment import Assignment
-from ..distributions import STANDARD, TIMED_VARIANTS, Variants
+from ..distributions import STANDARD, TIMED_MAX_BYTES, TIMED_VARIANTS, Variants
 from ..policy import compute_ops
 from ..procs import become_subreaper, die_with_parent, kill_children
 from ..runner import profiled
@@ -279,7 +279,8 @@ class Evaluation:
             self.found.update(max_abs_diff=worst, trials=n)
             if self.cfg.inputs == "varied":
                 self.found.extra.input_variants = variants.to_dict()
-                self.timer.timed_variants = [v for v in dict.fromkeys(variants.checked) if v in TIMED_VARIANTS]
+                if self.ctx.fp.io_bytes[0] <= TIMED_MAX_BYTES:
+                    self.timer.timed_variants = [v for v in dict.fromkeys(variants.checked) if v in TIMED_VARIANTS]
             self.trace()
 
     def trace(self) -> None:
