@@ -346,7 +346,7 @@ and allocate like the inputs (torch.empty_like, device=x.device), never on a nam
 
 VARIED_RULE = """
 - Correctness is checked on the problem's own inputs and then on other values of the same shapes and dtypes (scaled \
-up, shifted, uniform, with special values such as zeros, ties, outliers and subnormals, small integers): compute what \
+up, shifted, uniform, with special values such as zeros, ties and subnormals, small integers): compute what \
 the reference computes for any inputs, not for get_inputs()'s distribution alone."""
 
 
