@@ -61,6 +61,8 @@ class Extra:
     speedup_process_sd: float | None = None  # one pair: the offset a pair of processes draws
     process_pairs: list[dict[str, Any]] | None = None  # each pair of runner processes' timing
     process_pairs_skipped: str | None = None
+    # a GPU result: the problem's bound on this GPU (FLOPs, compulsory bytes, peaks) and the share of it reached (judge/sol.py)
+    speed_of_light: dict[str, Any] | None = None
     output_sensitivity: float | None = None  # how much the reference's output moves with its inputs
     suspect_constant_output: bool | None = None  # near-constant: a speedup to distrust
     # --- where the time went (benchmarks/throughput.py sums these)

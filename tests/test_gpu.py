@@ -30,6 +30,10 @@ def test_correct_candidate_on_cuda():
     assert result.outcome is Outcome.CORRECT, result.message
     assert "H100" in result.device_name or result.device_name
     assert result.versions.get("cuda")
+    light = result.extra.speed_of_light  # the problem's bound on this GPU and the share of it reached (judge/sol.py)
+    assert light["flops"] > 0 and light["bytes"] > 0 and light["dtype"] == "float32", light
+    if "missing" not in light:  # a GPU of the peak table (or KB_PEAK set)
+        assert light["bound_ms"] > 0 and 0 < light["share"] < 2 and light["share"] == pytest.approx(light["bound_ms"] / result.new_ms, rel=1e-3)
 
 
 def test_a_small_fast_problem_is_timed_in_rounds_of_several_calls_and_a_big_one_call_by_call():

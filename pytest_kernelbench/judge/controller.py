@@ -29,7 +29,7 @@ from ..extra import Extra
 from ..outcome import Outcome
 from ..problems import Problem
 from ..result import EvalResult, TimingStats
-from . import footprint, forkserver
+from . import footprint, forkserver, sol
 from .assignment import Assignment, describe_exit, read_tail
 from .procs import child_setup
 from .sandbox import TIMING_ENV
@@ -175,7 +175,11 @@ def evaluate(
         base.wall_seconds = time.monotonic() - started
         result_path = Path(spec.result_path)
         if not why and result_path.exists():
-            return _machine_fault(_merge(base, json.loads(result_path.read_text())), config)
+            result = _machine_fault(_merge(base, json.loads(result_path.read_text())), config)
+            if config.device == "cuda" and result.correct and not build_only:  # the problem's bound on this GPU
+                result.extra.speed_of_light = sol.speed_of_light(_footprint(problem, config), result.device_name,
+                                                                 result.ref_ms, result.new_ms)  # fmt: skip
+            return result
         return _lost(base, why, watcher.stage, proc.returncode, read_tail(log_path, config.log_chars), config, problem)
 
 

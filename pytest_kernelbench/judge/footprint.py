@@ -64,6 +64,8 @@ class Footprint:
     outputs: int
     params: int
     outputs_measured: bool = True
+    flops: int = -1  # the reference's floating-point operations (FlopCounterMode; -1: not counted): judge/sol.py
+    dtype: str = "float32"  # the dtype of the largest floating-point tensor of its inputs and parameters
 
     def need(self, copies: Copies = JUDGE_COPIES) -> int:
         return copies.inputs * self.inputs + copies.outputs * self.outputs + copies.params * self.params + MARGIN_BYTES
@@ -120,14 +122,36 @@ def measure_here(source: str) -> Footprint | None:
                 model = module.Model(*module.get_init_inputs())
             if any(t.device.type != "meta" for t in _tensors(inputs)):
                 return None  # made on a device of its own choosing: real memory, not a shape
+            weights = [*model.parameters(), *model.buffers()]
             try:
                 with _time_limit(MEASURE_SECONDS):
-                    outputs, measured = nbytes(model(*inputs)), True
+                    answer, flops = _counted(model, inputs)
+                outputs, measured = nbytes(answer), True
             except (Exception, _TooSlow):  # noqa: BLE001 - an op with no meta kernel, a slow one: an input set stands in
-                outputs, measured = nbytes(inputs), False
-            return Footprint(nbytes(inputs), outputs, nbytes([*model.parameters(), *model.buffers()]), measured)
+                outputs, measured, flops = nbytes(inputs), False, -1
+            return Footprint(nbytes(inputs), outputs, nbytes(weights), measured, flops, _main_dtype([*inputs, *weights]))
     except (Exception, _TooSlow):  # noqa: BLE001 - a problem that cannot be sized without data, or not in time
         return None
+
+
+def _counted(model: Any, inputs: list[Any]) -> tuple[Any, int]:
+    """The reference's answer and its FLOPs (FlopCounterMode); -1 where the counter fails and the plain call does not."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        with FlopCounterMode(display=False) as counter:
+            answer = model(*inputs)
+        return answer, int(counter.get_total_flops())
+    except Exception:  # noqa: BLE001 - the counter's hooks on an unusual module: the call again without them
+        return model(*inputs), -1
+
+
+def _main_dtype(values: Any) -> str:
+    """The dtype of the largest floating-point tensor among ``values`` (float32 without one)."""
+    from .shrink import _tensors
+
+    floating = [t for t in _tensors(values) if t.is_floating_point()]
+    return str(max(floating, key=lambda t: t.numel()).dtype).removeprefix("torch.") if floating else "float32"
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""Aggregate figures over many results: outcome counts, fast_p, geometric-mean speedup.
+"""Aggregate figures over many results: outcome counts, fast_p, geometric-mean speedup, the speed of light's median share.
 
 fast_p (KernelBench): the fraction of *all* judged problems whose candidate is
 correct and faster than ``p`` times the reference; fast_0 is the correct fraction.
@@ -46,8 +46,20 @@ def summarize(results: list[EvalResult]) -> dict[str, Any]:
         "suspect_constant_output": sorted(r.problem for r in results if r.extra.suspect_constant_output),
         "noisy_speedup": sorted(r.problem for r in results if is_noisy(r)),
         "mean_reward": _mean([r.reward for r in results if r.reward is not None]),
+        **_speed_of_light(results),
         **_op_scores(results),
     }
+
+
+def _speed_of_light(results: list[EvalResult]) -> dict[str, Any]:
+    """The median share of the speed of light (judge/sol.py) over the correct GPU results that carry one, under
+    ``speed_of_light``; nothing where none does."""
+    shares = sorted(r.extra.speed_of_light["share"] for r in results if r.correct and "share" in (r.extra.speed_of_light or {}))
+    if not shares:
+        return {}
+    middle = len(shares) // 2
+    median = shares[middle] if len(shares) % 2 else (shares[middle - 1] + shares[middle]) / 2
+    return {"speed_of_light": {"median_share": round(median, 4), "results": len(shares)}}
 
 
 def _mean(values: list[float]) -> float | None:

@@ -35,6 +35,9 @@ def render_summary(results: list[EvalResult], *, verbose: bool, width: int = 100
         table.add_row(f"fast_{p:g}", f"{stats['fast_p'][f'fast_{p:g}']:.1%}")
     geo = stats["geomean_speedup"]
     table.add_row("geomean speedup (correct)", "-" if geo is None else f"{geo:.3f}x")
+    if "speed_of_light" in stats:
+        light = stats["speed_of_light"]
+        table.add_row(f"speed of light, median share ({light['results']} on a GPU)", f"{light['median_share']:.1%}")
     _op_rows(table, stats.get("op_suite"))
     console.print(table)
     if stats["suspect_constant_output"]:
