@@ -3,13 +3,14 @@ dtype; the tolerance rules themselves and how a config picks one."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 import torch
 
 from helpers import DATA, cpu_config, tiny_problem
-from pytest_kernelbench.candidates import load_candidate_file
+from pytest_kernelbench.candidates import Candidate, load_candidate_file
 from pytest_kernelbench.config import EvalConfig, default_tolerance
 from pytest_kernelbench.errors import KernelBenchUsageError
 from pytest_kernelbench.judge.compare import Sealer, compare_chunked, compare_tensors, values_equal
@@ -37,6 +38,19 @@ def test_compare_tolerance_rules_give_each_dtype_its_projects_numbers():
     assert KB.describe() == ("atol=rtol=0.0001 for float32 and float64 outputs; atol=rtol=0.01 for float16, bfloat16 and "
                              "other floating outputs")  # fmt: skip
     assert PIKE.describe() == "atol=rtol=0.01" and parse("1e-3,1e-5").describe() == "atol=0.001 and rtol=1e-05"
+
+
+def test_a_tolerance_tighter_than_tf32s_rounding_has_both_runners_compute_float32_without_tf32():
+    assert KB.wants_ieee_float32 and parse("1e-4").wants_ieee_float32  # cuDNN's default TF32 is 1e-3 off
+    assert not PIKE.wants_ieee_float32 and not parse("backendbench").wants_ieee_float32 and not parse("1e-2").wants_ieee_float32
+    # both runners, the reference's and the candidate's, are told (the flag is torch's on any device; on a GPU it matters)
+    probe = "        if torch.backends.cudnn.allow_tf32 != WANTED:\n            raise RuntimeError('allow_tf32')\n"
+    source = tiny_problem().source.replace("    def forward(self, x):\n", "    def forward(self, x):\n" + probe)
+    for tolerance, wanted in (("kernelbench", "False"), ("pike", "True")):
+        problem = dataclasses.replace(tiny_problem(), source=source.replace("WANTED", wanted))
+        candidate = Candidate(source.replace("WANTED", wanted).replace("class Model(", "class ModelNew("), "", "probe")
+        result = evaluate(problem, candidate, cpu_config(tolerance=tolerance, trials=1))
+        assert result.outcome is Outcome.CORRECT, (tolerance, result.message)
 
 
 @pytest.mark.parametrize("spec", ["loose", "", "1e-3,1e-4,1e-5", "-1e-3", "nan", "1e-3,inf", "kernelbench,1e-3"])

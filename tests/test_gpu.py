@@ -33,7 +33,37 @@ def test_correct_candidate_on_cuda():
     light = result.extra.speed_of_light  # the problem's bound on this GPU and the share of it reached (judge/sol.py)
     assert light["flops"] > 0 and light["bytes"] > 0 and light["dtype"] == "float32", light
     if "missing" not in light:  # a GPU of the peak table (or KB_PEAK set)
-        assert light["bound_ms"] > 0 and 0 < light["share"] < 2 and light["share"] == pytest.approx(light["bound_ms"] / result.new_ms, rel=1e-3)
+        assert light["bound_ms"] > 0 and 0 < light["share"] < 2
+        assert light["share"] == pytest.approx(light["bound_ms"] / result.new_ms, rel=1e-3)
+
+
+# The candidate fails unless its runner computes float32 as the tolerance asks: no TF32 under KernelBench's 1e-4
+# (cuDNN's convolutions default to TF32, 1e-3 off), PyTorch's default under PIKE's 1e-2.
+TF32_PROBE = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x):
+        if torch.backends.cudnn.allow_tf32 != WANTED:
+            raise RuntimeError(f"cudnn.allow_tf32 is {torch.backends.cudnn.allow_tf32}")
+        return torch.relu(self.linear(x))
+"""
+
+
+@pytest.mark.parametrize(("tolerance", "tf32"), [("kernelbench", False), ("pike", True)])
+def test_float32_is_computed_without_tf32_where_the_tolerance_is_tighter_than_tf32(tolerance, tf32):
+    from pytest_kernelbench.candidates import Candidate
+
+    probe = Candidate(TF32_PROBE.replace("WANTED", str(tf32)), "", "tf32 probe")
+    result = evaluate(tiny_problem(), probe, EvalConfig(device="cuda", timeout=120, tolerance=tolerance, trials=2))
+    assert result.outcome is Outcome.CORRECT, result.message
+    assert result.extra.float32_precision == (None if tf32 else "ieee")
 
 
 def test_a_small_fast_problem_is_timed_in_rounds_of_several_calls_and_a_big_one_call_by_call():

@@ -59,6 +59,7 @@ class Setup(Request):
     threads: int = 0  # torch.set_num_threads; 0: leave it
     scrub_outputs: bool = False  # overwrite the model's own outputs once copied (the reference's side, on a GPU)
     pin_threads: bool = False  # CPU timing: its thread and torch's pool threads a core each (not a build step's runner)
+    ieee_float32: bool = False  # float32 convolutions and matmuls without TF32 (a tolerance tighter than TF32's rounding)
 
 
 @dataclasses.dataclass

@@ -196,6 +196,9 @@ class Runner:
             torch.cuda.set_device(self.device)
         if req.threads:
             torch.set_num_threads(req.threads)
+        if req.ieee_float32:  # cuDNN's convolutions run TF32 by default: 1e-3 off, ten times KernelBench's tolerance
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
         if req.pin_threads and self.device.type == "cpu" and threading.current_thread() is threading.main_thread():
             pin_threads(torch)  # a runner process that times (a build's compilers would inherit one core)
         self.scrub_outputs = req.scrub_outputs

@@ -133,7 +133,9 @@ class Evaluation:
         # gives a process, and on a CPU (no cache flush between calls) the scrub warmed the reference's next output in
         # cache: bundled references judged against themselves, 16 cores, 10 of 20 within +-5% with it, 18 without
         setup = p.Setup(cfg.device, cfg.device_index, cfg.timer, self.ctx.threads, scrub_outputs=self.ctx.on_gpu,
-                        pin_threads=runners.pin_cpu_runners)  # fmt: skip
+                        pin_threads=runners.pin_cpu_runners, ieee_float32=cfg.tol.wants_ieee_float32)  # fmt: skip
+        if cfg.tol.wants_ieee_float32 and self.ctx.on_gpu:
+            self.found.extra.float32_precision = "ieee"
         runners.ask(ref, setup, p.Ready)
         problem = Path(self.ctx.spec.problem_path).read_text()
         runners.ask(ref, p.Load(problem, "kb_reference.py", "Model", compile_mode(cfg.mode)), p.Done)

@@ -283,7 +283,8 @@ class Runners:
         status.enter("runner_start")  # its interpreter imports torch: no candidate code yet, so not the candidate's time
         try:
             threads = torch.get_num_threads() if device else self.ctx.threads  # a build step compiles with every core
-            setup = p.Setup(device or cfg.device, cfg.device_index, cfg.timer, threads, pin_threads=pin)
+            setup = p.Setup(device or cfg.device, cfg.device_index, cfg.timer, threads, pin_threads=pin,
+                            ieee_float32=cfg.tol.wants_ieee_float32)  # both sides alike: Tolerance.wants_ieee_float32
             self.ask(side, setup, p.Ready, allowed=cfg.setup_timeout)
         except Verdict as verdict:  # before any candidate code: the sandbox or the machine, not the candidate
             self.stop(side)
