@@ -87,8 +87,13 @@ def speed_of_light(fp: Any, gpu_name: str, ref_ms: float | None, new_ms: float |
     if isinstance(peak, str):
         return {**found, "missing": peak}
     b = bound(fp.flops, nbytes, peak)
-    found.update(bound_ms=round(b.ms, 6), limit=b.limit, peak={"gbps": peak.gbps, "tflops": peak.tflops, "source": peak.source})
+    found.update(bound_ms=_figures(b.ms), limit=b.limit, peak={"gbps": peak.gbps, "tflops": peak.tflops, "source": peak.source})
     for key, ms in (("share", new_ms), ("ref_share", ref_ms)):
         if ms and ms > 0:
-            found[key] = round(b.ms / ms, 4)
+            found[key] = _figures(b.ms / ms)
     return found
+
+
+def _figures(value: float) -> float:
+    """Four significant figures (a tiny problem's share is 0.000258, not 0.0003)."""
+    return float(f"{value:.4g}")
