@@ -297,12 +297,16 @@ def test_progress_counts_the_selected_items_only(pytester, workers):
 
 
 def test_progress_is_quiet_under_q_and_in_ci(pytester, monkeypatch):
+    from pytest_kernelbench.report.progress import wanted
+
     args = (*TINY_ARGS, "--solutions", "baseline", "--kb-progress-interval", "0")
     monkeypatch.delenv("CI", raising=False)
     assert "judged 1" in pytester.runpytest_subprocess(*args).stdout.str()
-    assert "judged 1" not in pytester.runpytest_subprocess(*args, "-q").stdout.str()
     monkeypatch.setenv("CI", "true")
     assert "judged 1" not in pytester.runpytest_subprocess(*args).stdout.str()
+    # the decision the two runs above took, for every case (-q is verbosity -1)
+    assert wanted("auto", 0, {}) and not wanted("auto", -1, {}) and not wanted("auto", 0, {"CI": "true"})
+    assert wanted("on", -1, {"CI": "true"}) and not wanted("off", 1, {})
 
 
 @pytest.mark.parametrize(("worker", "gpus", "expected"), [

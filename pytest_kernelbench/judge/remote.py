@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import logging
+import math
 import os
 import socket
 import sys
@@ -44,7 +45,16 @@ def _evaluate_task(problem: dict[str, Any], candidate: dict[str, Any], config: d
     return evaluate(Problem(**problem), Candidate(**candidate), cfg).to_dict()
 
 
-def connect(address: str, timeout: float = CONNECT_SECONDS) -> None:
+def connect_seconds() -> float:
+    """How long ``ray.init`` may take: ``KB_RAY_CONNECT_SECONDS`` (a cluster slow to answer), else CONNECT_SECONDS."""
+    try:
+        seconds = float(os.environ.get("KB_RAY_CONNECT_SECONDS", CONNECT_SECONDS))
+    except ValueError:
+        return CONNECT_SECONDS
+    return seconds if 0 < seconds < math.inf else CONNECT_SECONDS
+
+
+def connect(address: str, timeout: float | None = None) -> None:
     """Connect this process to the cluster at ``address`` (``auto`` or ``HOST:PORT``; ``local`` starts one later, on first
     use), or a :class:`KernelBenchUsageError` of one line: Ray not installed, no cluster found, nothing listening there,
     or no Ray answering within ``timeout``. ``ray.init`` runs in a helper thread while this one waits, so that SIGTERM
@@ -71,6 +81,7 @@ def connect(address: str, timeout: float = CONNECT_SECONDS) -> None:
         finally:
             quiet.setLevel(level)
 
+    timeout = connect_seconds() if timeout is None else timeout
     thread = threading.Thread(target=init, name="kb-ray-connect", daemon=True)
     with _quiet_stderr():  # Ray's C++ client warns every few seconds while it waits: the outcome is said in one line
         thread.start()
