@@ -120,7 +120,10 @@ def _vary_tensor(x: torch.Tensor, variant: str) -> torch.Tensor:
     if variant == "scaled down":
         return x / 8
     if variant == "uniform":  # in float32, as a draw's values would be; the caller casts back
-        return torch.empty(x.shape, dtype=torch.float32, device=x.device).uniform_(float(x.min()), float(x.max()))
+        lo, hi = float(x.min()), float(x.max())
+        if not (math.isfinite(lo) and math.isfinite(hi)):  # a range with no width to draw from: the values as they are
+            return x.clone()
+        return torch.empty(x.shape, dtype=torch.float32, device=x.device).uniform_(lo, hi)
     if variant == "shifted":
         spread = float(x.std()) if x.numel() > 1 else 0.0
         return x + (spread if math.isfinite(spread) and spread > 0 else 1.0)
