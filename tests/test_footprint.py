@@ -56,7 +56,8 @@ def test_a_problem_is_measured_on_the_meta_device_in_a_child_of_the_fork_server(
     found = _footprint(problem, cpu_config())
     assert footprint.remembered(problem.source, lambda: None) == found  # measured once per process
     features = 128  # tests/data/tiny: Linear(128, 128) on a (32, 128) input
-    assert found == footprint.Footprint(inputs=32 * features * 4, outputs=32 * features * 4, params=(features + 1) * features * 4)
+    assert found == footprint.Footprint(inputs=32 * features * 4, outputs=32 * features * 4, params=(features + 1) * features * 4,
+                                        flops=2 * 32 * features * features)  # the linear layer's multiply-adds (judge/sol.py)
     assert found.need() == 3 * found.inputs + 4 * found.outputs + 2 * found.params + footprint.MARGIN_BYTES
 
 
