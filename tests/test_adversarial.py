@@ -27,6 +27,7 @@ import socket
 import threading
 import time
 import uuid
+import warnings
 from pathlib import Path
 
 import pytest
@@ -228,11 +229,21 @@ def test_orphans_are_stopped_where_no_cgroup_holds_them(scene, monkeypatch, load
     result = judge(name, scene)
     detail = f"{result.outcome} speedup={result.speedup} sandbox={result.extra.sandbox} {result.message[:800]}"
     assert "no cgroup (turned off by KB_CGROUPS=0)" in result.extra.sandbox, detail
+    _said_when_unexplained(result, headers(name), detail)
     assert result.outcome.value in headers(name)["judge"].split("|"), detail
     if result.outcome is Outcome.CORRECT:
         assert claimable_speedup(result) < float(headers(name)["speedup-below"]), detail
     scene["name"] = name
     no_survivor(scene)
+
+
+def _said_when_unexplained(result, spec: dict, detail: str) -> None:
+    """An orphans verdict outside its file's bounds as a warning too: CI's log prints warnings in full and an xfail's
+    message not at all, and this failure (issue 45's note) is seen only there."""
+    speedup = claimable_speedup(result) if result.outcome is Outcome.CORRECT else 0.0
+    if result.outcome.value not in spec["judge"].split("|") or speedup >= float(spec.get("speedup-below", "1.3")):
+        facts = {key: getattr(result.extra, key) for key in ("speedup_interval", "wall_check", "process_pairs", "cpu_s", "runner_start")}
+        warnings.warn(f"unexplained orphans verdict: {detail} {facts}", stacklevel=2)
 
 
 def no_survivor(scene: dict) -> None:
@@ -331,6 +342,8 @@ def test_the_verdict_holds_on_a_busy_machine(name, scene, load_generator):
     result = judge(name, scene)
     facts = {key: getattr(result.extra, key) for key in ("speedup_noisy", "speedup_interval", "wall_check", "timed_calls", "sandbox")}
     detail = f"{name} beside {load_generator} CPU hogs: {result.outcome} speedup={result.speedup} {facts} {result.message[:800]}"
+    if name == "slips_the_freeze_through_orphans":
+        _said_when_unexplained(result, spec, detail)
     if name in CLOCK_LIES and result.outcome is Outcome.CORRECT:  # noise hid the lie: then as with rounds (above)
         assert result.extra.wall_check["event_speedup"] > 10 and result.extra.speedup_capped, detail
     else:

@@ -85,7 +85,7 @@ def test_a_ray_address_that_answers_but_is_no_ray_is_one_line_within_its_limit_a
 
         threading.Thread(target=accept, daemon=True).start()
         cmd = [sys.executable, "-m", "pytest", *_ray_args(f"127.0.0.1:{port}")]
-        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "KB_RAY_CONNECT_SECONDS": "7"}  # the default is 15 s; Ray warns at 5, 10, ... s
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "KB_RAY_CONNECT_SECONDS": "7"}  # default 15 s; Ray warns every 5 s
         started = time.monotonic()
         done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 4 and time.monotonic() - started < 90, done.stderr
