@@ -58,8 +58,10 @@ def test_each_variant_keeps_shapes_dtypes_and_leaves_integers_alone():
     assert 3.0 <= float(uniform.min()) and float(uniform.max()) < 4.0  # the tensor's own range: its domain kept
     assert torch.equal(vary([torch.tensor([0.3, -0.2])], "small integers")[0], torch.tensor([1.0, -1.0]))
     odd = torch.tensor([float("inf"), float("nan"), 1.0, -2.0])  # a problem's own infinities and NaNs: never an exception
+    eight = torch.ones(4).to(torch.float8_e4m3fn)  # a dtype without the arithmetic: left alone
     for variant in VARIANTS:
         assert vary([odd], variant)[0].shape == odd.shape, variant
+        assert vary([eight], variant)[0] is eight, variant
 
 
 def test_the_zeros_get_inputs_made_stay_zero_under_every_variant():
