@@ -12,7 +12,7 @@ from helpers import cpu_config
 from pytest_kernelbench.candidates import Candidate
 from pytest_kernelbench.errors import KernelBenchUsageError
 from pytest_kernelbench.judge.controller import evaluate
-from pytest_kernelbench.judge.distributions import STANDARD, VARIANTS, Variants, atol_scale, output_size, vary
+from pytest_kernelbench.judge.distributions import STANDARD, VARIANTS, Variants, atol_scale, finite, output_size, vary
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import Problem
 from pytest_kernelbench.tolerance import OTHER, Tolerance
@@ -222,6 +222,7 @@ def test_atol_scale_output_size_and_a_tolerance_times_a_factor():
     assert atol_scale(1.0, float("nan")) == 1.0
     assert output_size([torch.tensor([1.0, -3.0]), torch.arange(5), torch.empty(0)]) == 2.0  # integers left out
     assert output_size([torch.arange(3)]) == 0.0
+    assert finite([torch.ones(2).to(torch.float8_e4m3fn), torch.ones(2)]) and not finite([torch.tensor([1.0, float("inf")])])
     rule = Tolerance("test", (("float32", 1e-2, 1e-3), (OTHER, 1e-4, 1e-4)))
     assert rule.atol_times(8.0).at(torch.float32) == (8e-2, 1e-3) and rule.atol_times(1.0) is rule
     trials = Variants("varied")
