@@ -196,3 +196,15 @@ def test_compare_holds_a_judged_output_to_its_levels_tolerance(given, outcome, r
     assert result.outcome is outcome, result.message
     assert result.tolerance["name"] == recorded
     assert result.tolerance["float32"] == list(EvalConfig(**given).for_level("9").tol.at("float32"))
+
+
+def test_a_seal_and_a_comparison_in_cache_sized_chunks_find_what_one_pass_finds(monkeypatch):
+    from pytest_kernelbench.judge import compare
+
+    sealer, x = Sealer(), torch.randn(3 * 1000 + 7)
+    y = x.clone()
+    y[2500] += 0.5  # in the third chunk of 1000
+    whole = (compare.digest_value(sealer.take(x)), compare_tensors(y, x, KB))
+    monkeypatch.setattr(compare, "_CHUNK", 1000)
+    assert (compare.digest_value(sealer.take(x)), compare_tensors(y, x, KB)) == whole
+    assert "1 of 3007 values" in whole[1][0] and whole[1][1] == pytest.approx(0.5, abs=1e-6)

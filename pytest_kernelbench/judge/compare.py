@@ -28,7 +28,10 @@ from . import fused
 
 LEGACY = 1e-2  # atol and rtol of a call that gives neither a Tolerance nor numbers (a caller not yet passing cfg.tol)
 
-_CHUNK = 1 << 24  # elements compared at a time on CPU: bounded extra memory for huge outputs
+# elements sealed or compared at a time on CPU: bounded extra memory for huge outputs, and each chunk's temporaries in
+# the CPU's cache. Sealing on this 2-core machine, 1M / 4M / 16M float32 values: 1.8 / 18.8 / 96 ms in chunks of 16M,
+# 0.7 / 2.5 / 17 ms in chunks of 1M; comparing 16M: 157 ms -> 44 ms
+_CHUNK = 1 << 20
 _CHUNK_CUDA = 1 << 26  # on a GPU (a 6 GB output in 24 chunks; a few hundred MB of temporaries)
 
 

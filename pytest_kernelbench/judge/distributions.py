@@ -48,7 +48,7 @@ from typing import Any
 import torch
 
 STANDARD = "standard"
-CHUNK = 1 << 24  # elements summed at once by output_size (a copy this big at most, of an output of any size)
+CHUNK = 1 << 20  # elements summed at once by output_size (a copy this big at most, in the CPU's cache)
 VARIANTS = ("scaled up", "shifted", "uniform", "special values", "small integers", "scaled down")  # in the order trials take them
 MOVES_ZEROS = ("shifted", "uniform", "special values")  # the variants that would make a zero value non-zero
 SPECIAL_SHARE = 8  # one value in this many is made special
