@@ -350,10 +350,17 @@ up, shifted, uniform, with special values such as zeros, ties and subnormals, sm
 the reference computes for any inputs, not for get_inputs()'s distribution alone."""
 
 
+IEEE_FLOAT32_RULE = """
+- Float32 is held closer than TF32 computes: both the reference and your code run with TF32 off (cuDNN and cuBLAS \
+compute float32 at full precision); keep float32 arithmetic in float32 (no TF32, float16 or bfloat16 tensor-core \
+shortcuts for float32 data)."""
+
+
 def _rules(target: Target) -> str:
     rules = _fill(RULES, tolerance=target.tolerance.describe(), language_rule=LANGUAGE_RULES[target.language],
                   device_name=target.device_name)
-    return rules + (VARIED_RULE if target.varied else "") + (CPU_CHECK_RULE if target.checked else "")
+    ieee = IEEE_FLOAT32_RULE if target.tolerance.wants_ieee_float32 else ""
+    return rules + ieee + (VARIED_RULE if target.varied else "") + (CPU_CHECK_RULE if target.checked else "")
 
 
 def reference_section(source: str) -> str:

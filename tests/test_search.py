@@ -244,6 +244,8 @@ def test_the_prompt_states_the_tolerance_the_candidate_is_held_to(tmp_path, leve
     asyncio.run(run_search(problem, config, EvalConfig(device="cpu", **given), llm, tmp_path / "run", evaluator=FakeJudge()))
     code_prompts = [text for text in prompts_of(llm) if "## Idea to implement" in text]
     assert code_prompts and all(says in text for text in code_prompts), code_prompts[0]
+    # held closer than TF32 computes (level 1's rules here): the prompt says both sides run float32 without TF32
+    assert all(("run with TF32 off" in text) == (level == "1") for text in code_prompts)
 
 
 @pytest.mark.parametrize("inputs", ["varied", "standard"])
