@@ -58,8 +58,8 @@ VARIED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # the CPU's arithmetic for whichever side does not flush them to zero (a timing difference that is not the kernel's).
 TIMED_VARIANTS = ("scaled up", "shifted", "uniform", "small integers", "scaled down")
 TIMED_ONE_IN = 4  # a timed call takes one of the evaluation's checked variants with probability 1/TIMED_ONE_IN
-# Redrawing makes up to two more copies of an input set in the supervisor: in a time phase (device memory planned
-# without them: judge/footprint.py) only for input sets up to this size
+# Redrawing takes up to 1.7 times an input set's bytes more in the supervisor (_vary_tensor): in a time phase (device
+# memory planned without it: judge/footprint.py) only for input sets up to this size
 TIMED_MAX_BYTES = 1 << 30
 
 
