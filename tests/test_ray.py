@@ -103,3 +103,15 @@ def test_a_ray_address_that_answers_but_is_no_ray_is_one_line_within_its_limit_a
             stopped.kill()
         for conn in accepted:
             conn.close()
+
+
+@pytest.mark.parametrize("given", ["soon", "0", "-3", "inf"])
+def test_a_ray_connect_limit_that_is_no_number_of_seconds_is_one_line(monkeypatch, given):
+    from pytest_kernelbench.errors import KernelBenchUsageError
+    from pytest_kernelbench.judge.remote import connect_seconds
+
+    monkeypatch.setenv("KB_RAY_CONNECT_SECONDS", given)
+    with pytest.raises(KernelBenchUsageError, match=f"KB_RAY_CONNECT_SECONDS='{given}': give a number of seconds above 0"):
+        connect_seconds()
+    monkeypatch.setenv("KB_RAY_CONNECT_SECONDS", "2.5")
+    assert connect_seconds() == 2.5

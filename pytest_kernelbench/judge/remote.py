@@ -46,12 +46,18 @@ def _evaluate_task(problem: dict[str, Any], candidate: dict[str, Any], config: d
 
 
 def connect_seconds() -> float:
-    """How long ``ray.init`` may take: ``KB_RAY_CONNECT_SECONDS`` (a cluster slow to answer), else CONNECT_SECONDS."""
-    try:
-        seconds = float(os.environ.get("KB_RAY_CONNECT_SECONDS", CONNECT_SECONDS))
-    except ValueError:
+    """How long ``ray.init`` may take: ``KB_RAY_CONNECT_SECONDS`` (a cluster slow to answer), else CONNECT_SECONDS; a
+    value that is not a number of seconds above 0 is a one-line usage error."""
+    given = os.environ.get("KB_RAY_CONNECT_SECONDS", "")
+    if not given:
         return CONNECT_SECONDS
-    return seconds if 0 < seconds < math.inf else CONNECT_SECONDS
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise KernelBenchUsageError(f"KB_RAY_CONNECT_SECONDS={given!r}: give a number of seconds above 0 (default {CONNECT_SECONDS:g})")
+    return seconds
 
 
 def connect(address: str, timeout: float | None = None) -> None:
