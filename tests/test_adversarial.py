@@ -159,8 +159,19 @@ def test_the_judge_concludes_what_the_file_says(name, scene):
     spec = headers(name)
     result = judge(name, scene)
     detail = f"{name}: {result.outcome} speedup={result.speedup} {result.message[:1500]} {result.extra.wall_check}"
-    if name in CLOCK_LIES and _hidden_by_noise_and_capped(result, detail):
-        return
+    if not (name in CLOCK_LIES and _hidden_by_noise_and_capped(result, detail)):
+        _concludes_what_it_says(result, spec, detail)
+    check = spec.get("check")
+    if check:
+        scene["name"] = name
+        CHECKS[check](scene)
+    if "strict" in spec:
+        strict = judge(name, scene, strict=True)
+        assert strict.outcome.value == spec["strict"], f"{name} under --kb-strict: {strict.outcome} {strict.message[:500]}"
+        assert "--strict: ModelNew.forward runs PyTorch compute ops:" in strict.message
+
+
+def _concludes_what_it_says(result, spec: dict, detail: str) -> None:
     assert result.outcome.value in spec["judge"].split("|"), detail
     assert spec.get("says", "") in result.message, detail
     if result.outcome is Outcome.CORRECT:
@@ -171,14 +182,6 @@ def test_the_judge_concludes_what_the_file_says(name, scene):
             assert result.extra.wall_check["event_speedup"] < float(spec["claim-below"]), detail
     else:
         assert result.speedup is None
-    check = spec.get("check")
-    if check:
-        scene["name"] = name
-        CHECKS[check](scene)
-    if "strict" in spec:
-        strict = judge(name, scene, strict=True)
-        assert strict.outcome.value == spec["strict"], f"{name} under --kb-strict: {strict.outcome} {strict.message[:500]}"
-        assert "--strict: ModelNew.forward runs PyTorch compute ops:" in strict.message
 
 
 # files whose attack reaches the timed calls: each one's verdict must not change when a timing round holds several
@@ -344,9 +347,7 @@ def test_the_verdict_holds_on_a_busy_machine(name, scene, load_generator):
     detail = f"{name} beside {load_generator} CPU hogs: {result.outcome} speedup={result.speedup} {facts} {result.message[:800]}"
     if name == "slips_the_freeze_through_orphans":
         _said_when_unexplained(result, spec, detail)
-    if name in CLOCK_LIES and result.outcome is Outcome.CORRECT:  # noise hid the lie: then as with rounds (above)
-        assert result.extra.wall_check["event_speedup"] > 10 and result.extra.speedup_capped, detail
-    else:
+    if not (name in CLOCK_LIES and _hidden_by_noise_and_capped(result, detail)):  # noise hid the lie: as with rounds
         assert result.outcome.value in spec["judge"].split("|"), detail
     if result.outcome is Outcome.CORRECT:
         assert claimable_speedup(result) < float(spec.get("speedup-below", "1.3")), detail

@@ -147,8 +147,9 @@ def evaluate(
     if unavailable:  # no verdict: this machine cannot run the baseline (pytest skips such items before they get here)
         base.outcome, base.message, base.extra = Outcome.HARNESS_ERROR, unavailable, Extra(skipped=unavailable)
         return base
+    measured = None if build_only else _footprint(problem, config)
     if not build_only:  # before the judge starts: a problem whose data cannot fit is no verdict (judge/footprint.py)
-        fitted = footprint.fit(problem, config, _footprint(problem, config))
+        fitted = footprint.fit(problem, config, measured)
         if fitted.skip:
             base.outcome, base.message, base.extra = Outcome.HARNESS_ERROR, fitted.skip, Extra(skipped=fitted.skip)
             return base
@@ -177,8 +178,7 @@ def evaluate(
         if not why and result_path.exists():
             result = _machine_fault(_merge(base, json.loads(result_path.read_text())), config)
             if config.device == "cuda" and result.correct and not build_only:  # the problem's bound on this GPU
-                result.extra.speed_of_light = sol.speed_of_light(_footprint(problem, config), result.device_name,
-                                                                 result.ref_ms, result.new_ms)  # fmt: skip
+                result.extra.speed_of_light = sol.speed_of_light(measured, result.device_name, result.ref_ms, result.new_ms)
             return result
         return _lost(base, why, watcher.stage, proc.returncode, read_tail(log_path, config.log_chars), config, problem)
 

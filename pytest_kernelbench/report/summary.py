@@ -11,6 +11,7 @@ perf@p counts the same way).
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -54,12 +55,10 @@ def summarize(results: list[EvalResult]) -> dict[str, Any]:
 def _speed_of_light(results: list[EvalResult]) -> dict[str, Any]:
     """The median share of the speed of light (judge/sol.py) over the correct GPU results that carry one, under
     ``speed_of_light``; nothing where none does."""
-    shares = sorted(r.extra.speed_of_light["share"] for r in results if r.correct and "share" in (r.extra.speed_of_light or {}))
+    shares = [r.extra.speed_of_light["share"] for r in results if r.correct and "share" in (r.extra.speed_of_light or {})]
     if not shares:
         return {}
-    middle = len(shares) // 2
-    median = shares[middle] if len(shares) % 2 else (shares[middle - 1] + shares[middle]) / 2
-    return {"speed_of_light": {"median_share": round(median, 4), "results": len(shares)}}
+    return {"speed_of_light": {"median_share": round(statistics.median(shares), 4), "results": len(shares)}}
 
 
 def _mean(values: list[float]) -> float | None:

@@ -157,12 +157,16 @@ class Timer:
         self.atol_scale = 1.0
         if self.ctx.cfg.inputs == STANDARD or (variant == STANDARD and self.standard_size is not None):
             return self.ctx.cfg.tol
-        size = output_size(list(self.runners.reference.sets[0].slots))
+        slots = list(self.runners.reference.sets[0].slots)
         if variant == STANDARD:  # the first trial's: the size the varied ones are held against
-            self.standard_size = size
-        elif self.standard_size is not None:
-            self.atol_scale = atol_scale(self.standard_size, size)
+            self.standard_size = output_size(slots)
+        else:
+            self.atol_scale = self._grown(slots)
         return self.ctx.cfg.tol.atol_times(self.atol_scale)
+
+    def _grown(self, slots: list[torch.Tensor]) -> float:
+        """How much a varied call's ``atol`` grows: its reference outputs' size against the first trial's."""
+        return atol_scale(self.standard_size, output_size(slots)) if self.standard_size is not None else 1.0
 
     def _reference_answers(self, variant: str, label: str) -> bool:
         """The reference alone on a draw of ``variant`` (other values than the trial's, so that nothing it leaves in
@@ -197,10 +201,7 @@ class Timer:
         """A varied timed call's tolerance (as a varied trial's: ``atol`` grown with the reference's outputs), or None
         where the reference's answer to it is not all finite (that call is not compared)."""
         slots = list(self.runners.reference.sets[index].slots)
-        if not finite(slots):
-            return None
-        scale = atol_scale(self.standard_size, output_size(slots)) if self.standard_size is not None else 1.0
-        return self.ctx.cfg.tol.atol_times(scale)
+        return self.ctx.cfg.tol.atol_times(self._grown(slots)) if finite(slots) else None
 
     def _order(self, candidate_first: bool) -> tuple[Side, Side]:
         ref, new = self.runners.reference, self.runners.candidate
