@@ -198,6 +198,10 @@ class EvalConfig:
             raise KernelBenchUsageError(f"--inputs {self.inputs}: choose {' or '.join(INPUTS)}")
         if self.sandbox not in ("auto", "required", "off"):
             raise KernelBenchUsageError(f"--kb-sandbox {self.sandbox}: choose auto, required or off")
+        if gpu:  # the speed of light's peaks (judge/sol.py): a malformed KB_PEAK before any work, not in every result
+            from .judge.sol import env_peak
+
+            env_peak()
         compile_mode(self.mode)  # a usage error for a mode that does not exist
         if self.ref_mode not in ("", *REF_MODES):
             raise KernelBenchUsageError(f"--ref-mode {self.ref_mode}: choose eval or train")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_kernelbench.config import EvalConfig
+from pytest_kernelbench.errors import KernelBenchUsageError
 from pytest_kernelbench.extra import Extra
 from pytest_kernelbench.judge import sol
 from pytest_kernelbench.judge.footprint import Footprint, measure_here
@@ -60,7 +62,16 @@ def test_peaks_come_from_the_table_by_the_name_cuda_reports_or_from_kb_peak():
     assert unknown == "no peak known for NVIDIA GeForce GTX 1080; set KB_PEAK=GBPS,TFLOPS"
     assert sol.peak_for("NVIDIA H200", "int8", env={}) == "no int8 peak for NVIDIA H200; set KB_PEAK=GBPS,TFLOPS"
     assert sol.peak_for("anything", "float32", env={"KB_PEAK": "1000,50"}) == sol.Peak(1000.0, 50.0, "KB_PEAK")
-    assert "is not GBPS,TFLOPS" in sol.peak_for("anything", "float32", env={"KB_PEAK": "fast"})
+    for bad in ("fast", "1000", "0,50", "1000,-1", "inf,5"):
+        with pytest.raises(KernelBenchUsageError, match=f"KB_PEAK='{bad}': give GBPS,TFLOPS, two positive numbers"):
+            sol.peak_for("anything", "float32", env={"KB_PEAK": bad})
+
+
+def test_a_malformed_kb_peak_is_a_usage_error_before_any_gpu_work(monkeypatch):
+    monkeypatch.setenv("KB_PEAK", "fast")
+    with pytest.raises(KernelBenchUsageError, match="KB_PEAK='fast': give GBPS,TFLOPS"):
+        EvalConfig(device="cuda")
+    EvalConfig(device="cpu")  # no speed of light on the CPU: not read there
 
 
 def test_the_bound_is_the_longer_of_compute_and_memory_and_the_share_is_the_bound_over_the_time():

@@ -19,8 +19,11 @@ says which peak is missing.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from typing import Any
+
+from ..errors import KernelBenchUsageError
 
 # name fragment (first match wins): memory GB/s, dense TFLOPS by dtype (float32 without TF32: PyTorch's default for
 # float32 matmuls and convolutions is full precision on CUDA cores)
@@ -44,15 +47,28 @@ class Peak:
     source: str  # "table: <fragment>" or "KB_PEAK"
 
 
+def env_peak(env: dict[str, str] | os._Environ[str] | None = None) -> Peak | None:
+    """The peak ``KB_PEAK`` sets (None where it is unset); a value that is not two positive numbers is a one-line usage
+    error (EvalConfig checks it before any work)."""
+    env = os.environ if env is None else env
+    given = env.get(ENV, "")
+    if not given:
+        return None
+    try:
+        gbps, tflops = (float(v) for v in given.split(","))
+    except ValueError:
+        gbps = tflops = math.nan
+    if not (0 < gbps < math.inf and 0 < tflops < math.inf):
+        raise KernelBenchUsageError(f"{ENV}={given!r}: give GBPS,TFLOPS, two positive numbers (the GPU's memory bandwidth "
+                                    "and its peak for the problem's dtype)")  # fmt: skip
+    return Peak(gbps, tflops, ENV)
+
+
 def peak_for(gpu_name: str, dtype: str, env: dict[str, str] | None = None) -> Peak | str:
     """This GPU's peak for ``dtype``, or one line saying why there is none."""
-    env = os.environ if env is None else env
-    if env.get(ENV):
-        try:
-            gbps, tflops = (float(v) for v in env[ENV].split(","))
-        except ValueError:
-            return f"{ENV}={env[ENV]!r} is not GBPS,TFLOPS"
-        return Peak(gbps, tflops, ENV)
+    given = env_peak(env)
+    if given is not None:
+        return given
     for fragment, gbps, tflops in PEAKS:
         if fragment in gpu_name:
             if dtype not in tflops:
