@@ -325,7 +325,7 @@ class JudgeOption:
                  "pch_dir": "beside the build cache", "ref_mode": "eval for PIKE's levels 0, 3-metr, 5; train for "
                  "KernelBench's", "tolerance": "by level: kernelbench for KernelBench's levels 1-4 and mini, pike for "
                  "PIKE's 0, 3-metr, 5, backendbench for --suite", "atol": "the tolerance's",
-                 "rtol": "the tolerance's"}.get(self.field, default)  # fmt: skip
+                 "rtol": "the tolerance's", "max_time": "3 on a GPU, 2 on the CPU"}.get(self.field, default)  # fmt: skip
         env = f"; env {self.env}" if self.env else ""
         return f"{self.help} (default: {shown}{env})" if not isinstance(default, bool) else self.help
 
@@ -353,6 +353,8 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
                 "uniform, special values (zeros, ones, extremes, subnormals), small integers; a variant the reference raises "
                 "on or answers with non-finite values is dropped), or standard: get_inputs()'s own distribution only, as "
                 "KernelBench and PIKE publish", choices=INPUTS),
+    JudgeOption("max_time", "--max-time", "seconds of timing per candidate, once each side has "
+                "its least samples", pytest_flags=("--kb-max-time",), env="KB_MAX_TIME"),
     JudgeOption("timer", "--timer", "GPU timing: CUDA events around each call, or around one CUDA-graph replay",
                 pytest_flags=("--kb-timer",), choices=("events", "cuda-graph")),
     JudgeOption("round_calls", "--round-calls", "calls of each side per timing round, each on fresh inputs (0: automatic, "

@@ -15,6 +15,10 @@ def pytest_configure(config):
     # parity on the CPU (the scripted reference of the agent tests, the baselines) is otherwise timed in up to five pairs,
     # each a fresh runner's `import torch`. Tests of the pairs pass --process-pairs / process_pairs themselves.
     os.environ.setdefault("KB_PROCESS_PAIRS", "1")
+    # Half a second of timing per candidate (the CPU's default is 2 s) in the judges a test starts as pytest or kbagent:
+    # a test's claim is a verdict, not a precise speedup; each side still gets its least samples (10 on the CPU). Tests
+    # of the timing give --max-time themselves; in-process judges take cpu_config's 0.2 s (tests/helpers.py).
+    os.environ.setdefault("KB_MAX_TIME", "0.5")
 
 
 def pytest_addoption(parser):

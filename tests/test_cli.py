@@ -30,13 +30,15 @@ def test_eval_json_prints_exactly_one_object(name, outcome, rc):
 
 
 def test_a_judge_option_not_given_is_taken_from_its_environment_variable_and_a_bad_one_is_one_line(monkeypatch):
-    """KB_PROCESS_PAIRS (what this suite sets to 1): two pairs from the environment, the option given wins over it."""
+    """KB_PROCESS_PAIRS and KB_MAX_TIME (what this suite sets to 1 and 0.5): taken from the environment, the option given
+    wins over them."""
     from pytest_kernelbench.config import env_values
     from pytest_kernelbench.errors import KernelBenchUsageError
 
     monkeypatch.setenv("KB_PROCESS_PAIRS", "2")
-    assert env_values({"trials": 2}) == {"trials": 2, "process_pairs": 2}
-    assert env_values({"process_pairs": 1}) == {"process_pairs": 1}
+    monkeypatch.setenv("KB_MAX_TIME", "0.3")
+    assert env_values({"trials": 2}) == {"trials": 2, "process_pairs": 2, "max_time": 0.3}
+    assert env_values({"process_pairs": 1, "max_time": 1.0}) == {"process_pairs": 1, "max_time": 1.0}
     args = ["eval", str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--device", "cpu", "--json", "--trials", "1"]
     proc = kbagent(*args, env={**os.environ, "KB_PROCESS_PAIRS": "2"})
     assert proc.returncode == 0, proc.stderr
