@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
+import dataclasses
 import datetime
 import itertools
 import json
@@ -210,7 +211,7 @@ class Sampler:
 
 def _smi_sample() -> list[float]:
     try:
-        text = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-i", "0"],
+        text = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
                               capture_output=True, text=True, timeout=5).stdout  # fmt: skip
         return [float(text.split()[0])]
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
@@ -249,6 +250,15 @@ def judged_line(pck, result, started: float, busy: float | None, samples: bool) 
     return line
 
 
+def _per_gpu(config: EvalConfig) -> list[EvalConfig]:
+    """One config per visible GPU (judges take them in turn, as pytest -n spreads its workers); the config itself on the CPU."""
+    if config.device != "cuda":
+        return [config]
+    import torch
+
+    return [dataclasses.replace(config, device_index=i) for i in range(max(1, torch.cuda.device_count()))]
+
+
 def judge_pairs(pairs, config, jobs, judges, stop, started, busy=lambda: None, samples=False):
     """Judge each (problem, candidate, kind) as one pytest session would: a build pool of ``jobs`` (none: 0) and
     ``judges`` evaluations at once (``pytest -n judges``: setup, import and correctness runs overlap; timing takes the
@@ -260,10 +270,16 @@ def judge_pairs(pairs, config, jobs, judges, stop, started, busy=lambda: None, s
         for problem, c, _ in pairs:
             prebuilder.submit(problem, c)
 
+    configs = _per_gpu(config)
+    seats = itertools.count()
+    seat = threading.local()
+
     def judge(pck):
         if stop.is_set():
             return None
-        result = evaluate(pck[0], pck[1], config, stop=stop)  # in its level's --ref-mode (evaluate: config.for_level)
+        if not hasattr(seat, "config"):  # each judge (a pool thread) keeps one GPU, as an xdist worker does
+            seat.config = configs[next(seats) % len(configs)]
+        result = evaluate(pck[0], pck[1], seat.config, stop=stop)  # in its level's --ref-mode (evaluate: config.for_level)
         if stop.is_set() and result.message.startswith("stopped during stage"):  # controller._lost: the deadline, not a verdict
             return None
         line = judged_line(pck, result, started, busy(), samples)
