@@ -26,7 +26,7 @@ problem claims is listed and left out. Phases, each with its own empty build cac
 * serial: one candidate at a time, each built inside its own judge (no pool): the first
   ``--serial-count`` candidates only, as each costs a full cold build.
 
-``--judges N`` evaluations run at once in one session (as ``pytest -n N``); ``--sessions M`` runs M such sessions at
+``--judges N`` evaluations run at once in one session (as ``pytest -n N``; on CUDA spread over every visible GPU, each judge keeping one); ``--sessions M`` runs M such sessions at
 once, each a process of this script with its own build pool and judges, judging every M-th candidate, sharing the
 machine's lock, build cache and PCH folders as M separate ``pytest`` runs would. ``--deadline S`` stops the run after S
 seconds: judges in flight are stopped and left out (``cut_off`` lists them), and the phase's row counts those judged.
