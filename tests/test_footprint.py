@@ -96,7 +96,7 @@ def _verdicts(found, config):
 
 def test_a_gpu_that_fits_the_data_only_without_a_rounds_extra_calls_gets_one_call_a_round():
     found = footprint.Footprint(inputs=4 << 30, outputs=4 << 30, params=0)
-    config = dataclasses.replace(cpu_config(), device="cuda")
+    config = dataclasses.replace(cpu_config(), device="cuda", inputs="standard")  # no varied draws to leave out
     kinds = _verdicts(found, config)
     first_lean, first_skip = kinds.index("lean"), kinds.index("skip")
     assert kinds == ["as is"] * first_lean + ["lean"] * (first_skip - first_lean) + ["skip"] * (len(kinds) - first_skip)
@@ -104,6 +104,57 @@ def test_a_gpu_that_fits_the_data_only_without_a_rounds_extra_calls_gets_one_cal
     assert "lean" not in _verdicts(found, dataclasses.replace(config, round_calls=1))  # one call a round already
     small = footprint.plan_device("p", found, config, 8 << 30)
     assert "of GPU memory and the GPU has 8.0 GiB" in small.skip and small.config is config
+
+
+def _host_verdicts(found, config):
+    """The verdict at each amount of host memory from 64 GiB down to 1 GiB: 'as is', 'standard' or 'skip'."""
+    kinds = []
+    for available in range(64 << 30, 1 << 30, -(64 << 20)):
+        fit = footprint.plan_host("p", found, config, available)
+        kinds.append("skip" if fit.skip else "standard" if fit.config.inputs == "standard" and config.inputs != "standard" else "as is")
+        assert (kinds[-1] == "standard") == (fit.note != "")
+    return kinds
+
+
+def test_a_host_that_fits_the_data_only_without_the_varied_draws_judges_on_the_problems_own_inputs():
+    """Issue 49: fewer copies instead of a skip. A varied trial draws its set beside the fresh one; where only that
+    does not fit, the trials run on get_inputs()'s own distribution, and the result says so."""
+    found = footprint.Footprint(inputs=4 << 30, outputs=1 << 30, params=0)
+    kinds = _host_verdicts(found, cpu_config())
+    first_standard, first_skip = kinds.index("standard"), kinds.index("skip")
+    assert kinds == ["as is"] * first_standard + ["standard"] * (first_skip - first_standard) + ["skip"] * (len(kinds) - first_skip)
+    assert 0 < first_standard < first_skip
+    assert "standard" not in _host_verdicts(found, dataclasses.replace(cpu_config(), inputs="standard"))
+    # the skip names what the leanest judge needs: three input sets, four outputs, a margin
+    line = footprint.plan_host("p", found, cpu_config(), 8 << 30).skip
+    assert line.startswith(f"p needs about {footprint.gib(found.need())} of host memory and 8.0 GiB is available")
+
+
+def test_a_gpu_tries_one_call_a_round_then_the_problems_own_inputs_before_a_skip():
+    found = footprint.Footprint(inputs=4 << 30, outputs=4 << 30, params=0)
+    config = dataclasses.replace(cpu_config(), device="cuda")
+    seen = []
+    for capacity in range(200 << 30, 1 << 30, -(64 << 20)):
+        fit = footprint.plan_device("p", found, config, capacity)
+        kind = "skip" if fit.skip else "standard" if fit.config.inputs == "standard" else "one call" if fit.config.round_calls == 1 else "as is"
+        if not seen or seen[-1] != kind:
+            seen.append(kind)
+    assert seen == ["as is", "one call", "standard", "skip"]
+
+
+def test_an_evaluation_that_fits_only_on_the_problems_own_inputs_says_so_and_is_judged(monkeypatch):
+    problem = tiny_problem()
+    found = footprint.measure_here(problem.source)
+    assert found is not None and found.draws("varied") > 0
+    room = found.need() + found.draws("varied") // 2  # the leanest judge fits, the varied draws do not
+    monkeypatch.setattr(footprint, "host_available", lambda: room)
+    result = evaluate(problem, baseline_candidate(problem), cpu_config())
+    assert result.outcome is Outcome.CORRECT, result.message
+    assert result.extra.footprint.startswith(f"{problem.id}: --inputs standard") and "varied input set" in result.extra.footprint
+    assert not (result.extra.input_variants or {}).get("checked")  # no varied trial ran
+    monkeypatch.setattr(footprint, "host_available", lambda: room * 4)
+    again = evaluate(problem, baseline_candidate(problem), cpu_config())
+    assert again.extra.footprint is None and (again.extra.input_variants or {}).get("checked")
 
 
 def test_a_problem_that_kills_its_measuring_process_is_not_measured_and_the_driver_lives_on():

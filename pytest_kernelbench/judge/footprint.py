@@ -9,7 +9,9 @@ their sum, with :data:`MARGIN_BYTES` for the processes themselves, is compared w
 it: ``MemAvailable`` of ``/proc/meminfo`` (and the cgroup's limit, where one is set) for a CPU judge,
 the GPU's total memory for a GPU judge (free memory there comes and goes with other judges, whose
 admission :mod:`.locking` handles). A problem that does not fit is skipped with one line naming the
-size and the way out; one that fits only without a timing round's extra calls gets one call a round.
+size and the way out; one that fits only with fewer copies is judged with them: on a GPU one call a timing round
+first, then (on either device) no varied input set drawn beside each fresh one (``--inputs standard``); what changed
+is in the result's ``extra.footprint``.
 
 Problems are trusted code, yet they run where a judge runs them, never in the process that drives the run: the
 controller measures each one once in a child of the fork server (:mod:`.forkserver`, entry :func:`main`) or a
@@ -54,6 +56,9 @@ class Copies:
 # The supervisor's fresh input set and each side's shared buffer (inputs and an output slot); each runner's own
 # output before it is copied into its slot, and its model.
 JUDGE_COPIES = Copies(inputs=3, outputs=4, params=2)
+# With --inputs varied, a trial's (or a checked timed call's) varied set is drawn beside the fresh set it comes from: up to
+# 1.64 times that set at once while it is made (distributions._vary_tensor), then one more set until it is written.
+VARIED_DRAW_INPUTS = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +74,10 @@ class Footprint:
 
     def need(self, copies: Copies = JUDGE_COPIES) -> int:
         return copies.inputs * self.inputs + copies.outputs * self.outputs + copies.params * self.params + MARGIN_BYTES
+
+    def draws(self, inputs: str) -> int:
+        """Bytes of the varied sets drawn beside the fresh ones where ``inputs`` (``--inputs``) is varied."""
+        return VARIED_DRAW_INPUTS * self.inputs if inputs == "varied" else 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,25 +258,41 @@ def fit(problem: Any, config: EvalConfig, found: Footprint | None) -> Fit:
 
 
 def plan_host(name: str, found: Footprint, config: EvalConfig, available: int | None) -> Fit:
-    need = found.need()
-    if available is None or need <= available:
+    """As asked; else, where only the varied draws do not fit, on ``get_inputs()``'s own distribution (``--inputs
+    standard``: two input sets fewer); else skipped."""
+    lean = found.need()
+    full = lean + found.draws(config.inputs)
+    if available is None or full <= available:
         return Fit(config)
-    return Fit(config, skip=f"{name} needs about {gib(need)} of host memory and {gib(available)} is available: {_sizes(found)}; "
+    if lean < full and lean <= available:
+        return Fit(dataclasses.replace(config, inputs="standard"), note=_standard_note(name, full, available, "of host memory available"))
+    return Fit(config, skip=f"{name} needs about {gib(lean)} of host memory and {gib(available)} is available: {_sizes(found)}; "
                "--device cpu-check judges it on scaled-down sizes")  # fmt: skip
 
 
 def plan_device(name: str, found: Footprint, config: EvalConfig, capacity: int | None) -> Fit:
-    """On a GPU the runners' peaks and the time phase's room to move inputs come on top (Supervisor.admission_bytes)."""
+    """On a GPU the runners' peaks and the time phase's room to move inputs come on top (Supervisor.admission_bytes).
+    What does not fit as asked is judged with one call per timing round, then also on ``get_inputs()``'s own
+    distribution, before it is skipped."""
     moving = 2 * min(SHIFT_MAX, max(256 << 20, found.inputs + found.outputs) // 4)
-    lean = found.need(Copies(inputs=5, outputs=6, params=4)) + moving
+    leanest = found.need(Copies(inputs=5, outputs=6, params=4)) + moving
+    lean = leanest + found.draws(config.inputs)
     full = lean + (ROUND_EXTRA_BYTES if config.round_calls != 1 else 0)
     if capacity is None or full <= capacity:
         return Fit(config)
     if lean <= capacity:
         note = f"{name}: one call per timing round (--kb-round-calls 1): {gib(full)} with a round's calls, {gib(capacity)} on the GPU"
         return Fit(dataclasses.replace(config, round_calls=1), note=note)
-    return Fit(config, skip=f"{name} needs about {gib(lean)} of GPU memory and the GPU has {gib(capacity)}: {_sizes(found)}; "
+    if leanest <= capacity:
+        return Fit(dataclasses.replace(config, round_calls=1, inputs="standard"),
+                   note=_standard_note(name, lean, capacity, "on the GPU") + "; one call per timing round (--kb-round-calls 1)")
+    return Fit(config, skip=f"{name} needs about {gib(leanest)} of GPU memory and the GPU has {gib(capacity)}: {_sizes(found)}; "
                "--device cpu-check checks it on scaled-down sizes")  # fmt: skip
+
+
+def _standard_note(name: str, need: int, room: int, where: str) -> str:
+    return (f"{name}: --inputs standard (trials on get_inputs()'s own distribution only): {gib(need)} with a varied input "
+            f"set drawn beside each fresh one, {gib(room)} {where}")
 
 
 def _sizes(found: Footprint) -> str:
