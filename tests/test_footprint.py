@@ -58,7 +58,7 @@ def test_a_problem_is_measured_on_the_meta_device_in_a_child_of_the_fork_server(
     features = 128  # tests/data/tiny: Linear(128, 128) on a (32, 128) input
     assert found == footprint.Footprint(inputs=32 * features * 4, outputs=32 * features * 4, params=(features + 1) * features * 4,
                                         flops=2 * 32 * features * features)  # the linear layer's multiply-adds (judge/sol.py)
-    assert found.need() == 3 * found.inputs + 4 * found.outputs + 2 * found.params + footprint.MARGIN_BYTES
+    assert found.need() == 6 * found.inputs + 12 * found.outputs + 2 * found.params + footprint.MARGIN_BYTES
 
 
 def test_outputs_stand_in_as_the_inputs_when_the_forward_has_no_meta_kernel():
@@ -125,7 +125,7 @@ def test_a_host_that_fits_the_data_only_without_the_varied_draws_judges_on_the_p
     assert kinds == ["as is"] * first_standard + ["standard"] * (first_skip - first_standard) + ["skip"] * (len(kinds) - first_skip)
     assert 0 < first_standard < first_skip
     assert "standard" not in _host_verdicts(found, dataclasses.replace(cpu_config(), inputs="standard"))
-    # the skip names what the leanest judge needs: three input sets, four outputs, a margin
+    # the skip names what the leanest judge needs: six input sets, twelve outputs, a margin
     line = footprint.plan_host("p", found, cpu_config(), 8 << 30).skip
     assert line.startswith(f"p needs about {footprint.gib(found.need())} of host memory and 8.0 GiB is available")
 
@@ -145,12 +145,12 @@ def test_a_gpu_tries_one_call_a_round_then_the_problems_own_inputs_before_a_skip
 def test_an_evaluation_that_fits_only_on_the_problems_own_inputs_says_so_and_is_judged(monkeypatch):
     problem = tiny_problem()
     found = footprint.measure_here(problem.source)
-    assert found is not None and found.draws("varied") > 0
-    room = found.need() + found.draws("varied") // 2  # the leanest judge fits, the varied draws do not
+    assert found is not None and found.held(footprint.HOST_VARIED) > 0
+    room = found.need() + found.held(footprint.HOST_VARIED) // 2  # the leanest judge fits, the varied draws do not
     monkeypatch.setattr(footprint, "host_available", lambda: room)
     result = evaluate(problem, baseline_candidate(problem), cpu_config())
     assert result.outcome is Outcome.CORRECT, result.message
-    assert result.extra.footprint.startswith(f"{problem.id}: --inputs standard") and "varied input set" in result.extra.footprint
+    assert result.extra.footprint.startswith(f"{problem.id}: --inputs standard") and "varied trials'" in result.extra.footprint
     assert not (result.extra.input_variants or {}).get("checked")  # no varied trial ran
     monkeypatch.setattr(footprint, "host_available", lambda: room * 4)
     again = evaluate(problem, baseline_candidate(problem), cpu_config())

@@ -53,12 +53,16 @@ class Copies:
     params: int
 
 
-# The supervisor's fresh input set and each side's shared buffer (inputs and an output slot); each runner's own
-# output before it is copied into its slot, and its model.
-JUDGE_COPIES = Copies(inputs=3, outputs=4, params=2)
-# With --inputs varied, a trial's (or a checked timed call's) varied set is drawn beside the fresh set it comes from: up to
-# 1.64 times that set at once while it is made (distributions._vary_tensor), then one more set until it is written.
-VARIED_DRAW_INPUTS = 2
+# What a CPU judge holds at its peak, measured (2026-11-29, the 2-core machine, MemAvailable sampled every 0.1-0.2 s while
+# `kbagent eval` judged a torch candidate): a relu of 1 GiB in and out took 17.4 GiB with --inputs standard and 20.1 with
+# varied (0.5 GiB: 8.9 and 9.2), a column sum of 1 GiB in and 16 KiB out 6.1 GiB with either. The supervisor's fresh
+# set, each side's shared buffer and runner's copy, the outputs in each runner, its slot, the supervisor's reading and the
+# comparison's; the margin below covers the processes.
+JUDGE_COPIES = Copies(inputs=6, outputs=12, params=2)
+HOST_VARIED = Copies(inputs=0, outputs=3, params=0)  # with --inputs varied: the trials' varied sets and their answers
+# On a GPU a varied set is drawn beside the fresh set it comes from: up to 1.64 times that set at once while it is made
+# (distributions._vary_tensor), then one more set until it is written.
+DEVICE_VARIED = Copies(inputs=2, outputs=0, params=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,11 +77,10 @@ class Footprint:
     dtype: str = "float32"  # the dtype of the largest floating-point tensor of its inputs and parameters
 
     def need(self, copies: Copies = JUDGE_COPIES) -> int:
-        return copies.inputs * self.inputs + copies.outputs * self.outputs + copies.params * self.params + MARGIN_BYTES
+        return self.held(copies) + MARGIN_BYTES
 
-    def draws(self, inputs: str) -> int:
-        """Bytes of the varied sets drawn beside the fresh ones where ``inputs`` (``--inputs``) is varied."""
-        return VARIED_DRAW_INPUTS * self.inputs if inputs == "varied" else 0
+    def held(self, copies: Copies) -> int:
+        return copies.inputs * self.inputs + copies.outputs * self.outputs + copies.params * self.params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,9 +262,9 @@ def fit(problem: Any, config: EvalConfig, found: Footprint | None) -> Fit:
 
 def plan_host(name: str, found: Footprint, config: EvalConfig, available: int | None) -> Fit:
     """As asked; else, where only the varied draws do not fit, on ``get_inputs()``'s own distribution (``--inputs
-    standard``: two input sets fewer); else skipped."""
+    standard``: three output sets fewer); else skipped."""
     lean = found.need()
-    full = lean + found.draws(config.inputs)
+    full = lean + (found.held(HOST_VARIED) if config.inputs == "varied" else 0)
     if available is None or full <= available:
         return Fit(config)
     if lean < full and lean <= available:
@@ -276,7 +279,7 @@ def plan_device(name: str, found: Footprint, config: EvalConfig, capacity: int |
     distribution, before it is skipped."""
     moving = 2 * min(SHIFT_MAX, max(256 << 20, found.inputs + found.outputs) // 4)
     leanest = found.need(Copies(inputs=5, outputs=6, params=4)) + moving
-    lean = leanest + found.draws(config.inputs)
+    lean = leanest + (found.held(DEVICE_VARIED) if config.inputs == "varied" else 0)
     full = lean + (ROUND_EXTRA_BYTES if config.round_calls != 1 else 0)
     if capacity is None or full <= capacity:
         return Fit(config)
@@ -291,8 +294,8 @@ def plan_device(name: str, found: Footprint, config: EvalConfig, capacity: int |
 
 
 def _standard_note(name: str, need: int, room: int, where: str) -> str:
-    return (f"{name}: --inputs standard (trials on get_inputs()'s own distribution only): {gib(need)} with a varied input "
-            f"set drawn beside each fresh one, {gib(room)} {where}")
+    return (f"{name}: --inputs standard (trials on get_inputs()'s own distribution only): {gib(need)} with the varied "
+            f"trials' inputs and answers, {gib(room)} {where}")
 
 
 def _sizes(found: Footprint) -> str:
