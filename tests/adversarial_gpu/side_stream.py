@@ -1,7 +1,9 @@
-# judge: correct
+# judge: correct|rejected
 # speedup-below: 0.2
 """Launches its (GPU-heavy, few-launch) work on a side stream and returns at once, hoping a timer on the
-current stream misses it."""
+current stream misses it. Either verdict denies the gain: timed slow (the events see the side stream's work), or
+rejected where the part the events miss leaves a call's wall time above the bound (H200, a5713d6: 676 us a call over
+a bound of 559, in both batches; event speedup 0.015x)."""
 import torch
 import torch.nn as nn
 
