@@ -10,8 +10,8 @@ it: ``MemAvailable`` of ``/proc/meminfo`` (and the cgroup's limit, where one is 
 the GPU's total memory for a GPU judge (free memory there comes and goes with other judges, whose
 admission :mod:`.locking` handles). A problem that does not fit is skipped with one line naming the
 size and the way out; one that fits only with fewer copies is judged with them: on a GPU one call a timing round
-first, then (on either device) no varied input set drawn beside each fresh one (``--inputs standard``); what changed
-is in the result's ``extra.footprint``.
+first, then (on either device) without the varied trials' copies (``--inputs standard``); what changed is in the
+result's ``extra.footprint``.
 
 Problems are trusted code, yet they run where a judge runs them, never in the process that drives the run: the
 controller measures each one once in a child of the fork server (:mod:`.forkserver`, entry :func:`main`) or a
