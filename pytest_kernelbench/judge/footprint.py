@@ -63,6 +63,8 @@ HOST_VARIED = Copies(inputs=0, outputs=3, params=0)  # with --inputs varied: the
 # On a GPU a varied set is drawn beside the fresh set it comes from: up to 1.64 times that set at once while it is made
 # (distributions._vary_tensor), then one more set until it is written.
 DEVICE_VARIED = Copies(inputs=2, outputs=0, params=0)
+# A GPU judge: the runners' peaks on top of the host's (Supervisor.admission_bytes), before the time phase's room to move.
+DEVICE_COPIES = Copies(inputs=5, outputs=6, params=4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,7 +280,7 @@ def plan_device(name: str, found: Footprint, config: EvalConfig, capacity: int |
     What does not fit as asked is judged with one call per timing round, then also on ``get_inputs()``'s own
     distribution, before it is skipped."""
     moving = 2 * min(SHIFT_MAX, max(256 << 20, found.inputs + found.outputs) // 4)
-    leanest = found.need(Copies(inputs=5, outputs=6, params=4)) + moving
+    leanest = found.need(DEVICE_COPIES) + moving
     lean = leanest + (found.held(DEVICE_VARIED) if config.inputs == "varied" else 0)
     full = lean + (ROUND_EXTRA_BYTES if config.round_calls != 1 else 0)
     if capacity is None or full <= capacity:
@@ -289,7 +291,7 @@ def plan_device(name: str, found: Footprint, config: EvalConfig, capacity: int |
     if leanest <= capacity:
         return Fit(dataclasses.replace(config, round_calls=1, inputs="standard"),
                    note=_standard_note(name, lean, capacity, "on the GPU") + "; one call per timing round (--kb-round-calls 1)")
-    return Fit(config, skip=f"{name} needs about {gib(leanest)} of GPU memory and the GPU has {gib(capacity)}: {_sizes(found)}; "
+    return Fit(config, skip=f"{name} needs about {gib(leanest)} of GPU memory and the GPU has {gib(capacity)}: {_sizes(found, DEVICE_COPIES)}; "
                "--device cpu-check checks it on scaled-down sizes")  # fmt: skip
 
 
@@ -298,10 +300,10 @@ def _standard_note(name: str, need: int, room: int, where: str) -> str:
             f"trials' inputs and answers, {gib(room)} {where}")
 
 
-def _sizes(found: Footprint) -> str:
+def _sizes(found: Footprint, copies: Copies = JUDGE_COPIES) -> str:
     outputs = f"outputs {gib(found.outputs)}" if found.outputs_measured else f"outputs taken as {gib(found.outputs)}"
     return (f"one input set {gib(found.inputs)}, {outputs}, parameters {gib(found.params)}, held "
-            f"{JUDGE_COPIES.inputs}, {JUDGE_COPIES.outputs} and {JUDGE_COPIES.params} times at once")  # fmt: skip
+            f"{copies.inputs}, {copies.outputs} and {copies.params} times at once")  # fmt: skip
 
 
 def killed(problem: Any, found: Footprint | None, stage: str) -> str:
