@@ -171,13 +171,15 @@ def _slow_reference(seconds):
     return dataclasses.replace(problem, source=slow)
 
 
-def test_building_the_reference_does_not_count_against_the_candidates_timeout():
+def test_building_the_reference_does_not_count_against_the_candidates_timeout(monkeypatch):
+    monkeypatch.setenv("KB_FOOTPRINT", "0")  # the footprint's meta build would sleep as long first (tests/test_footprint.py)
     result = evaluate(_slow_reference(8), baseline_candidate(tiny_problem()), cpu_config(timeout=6))
     assert result.outcome is Outcome.CORRECT, result.message
     assert result.stage_seconds["reference"] > 8
 
 
-def test_a_reference_slower_than_the_setup_limit_is_reported_as_the_harness_fault():
+def test_a_reference_slower_than_the_setup_limit_is_reported_as_the_harness_fault(monkeypatch):
+    monkeypatch.setenv("KB_FOOTPRINT", "0")  # its meta build would wait out MEASURE_SECONDS first (tests/test_footprint.py)
     # 10 s: the reference's runner is forked from the supervisor and the candidate's from the runner zygote (a fresh
     # interpreter, ~3 s, more on a loaded CI machine, where there is none); the reference needs 120 s
     result = evaluate(_slow_reference(120), baseline_candidate(tiny_problem()), cpu_config(setup_timeout=10))
