@@ -118,8 +118,9 @@ def _host_verdicts(found, config):
 
 
 def test_a_host_that_fits_the_data_only_without_the_varied_draws_judges_on_the_problems_own_inputs():
-    """Issue 49: fewer copies instead of a skip. A varied trial draws its set beside the fresh one; where only that
-    does not fit, the trials run on get_inputs()'s own distribution, and the result says so."""
+    """Issue 49: fewer copies instead of a skip. The varied trials hold three outputs more on the CPU (measured:
+    footprint.HOST_VARIED); where only they do not fit, the trials run on get_inputs()'s own distribution, and the
+    result says so."""
     found = footprint.Footprint(inputs=4 << 30, outputs=1 << 30, params=0)
     kinds = _host_verdicts(found, cpu_config())
     first_standard, first_skip = kinds.index("standard"), kinds.index("skip")
