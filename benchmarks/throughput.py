@@ -26,8 +26,8 @@ problem claims is listed and left out. Phases, each with its own empty build cac
 * serial: one candidate at a time, each built inside its own judge (no pool): the first
   ``--serial-count`` candidates only, as each costs a full cold build.
 
-``--judges N`` evaluations run at once in one session (as ``pytest -n N``; on CUDA spread over every visible GPU, each judge keeping one); ``--sessions M`` runs M such sessions at
-once, each a process of this script with its own build pool and judges, judging every M-th candidate, sharing the
+``--judges N`` evaluations run at once in one session (as ``pytest -n N``; on CUDA spread over every visible GPU, each
+judge keeping one); ``--sessions M`` runs M such sessions at once, each a process of this script with its own build pool and judges, judging every M-th candidate, sharing the
 machine's lock, build cache and PCH folders as M separate ``pytest`` runs would. ``--deadline S`` stops the run after S
 seconds: judges in flight are stopped and left out (``cut_off`` lists them), and the phase's row counts those judged.
 
@@ -210,11 +210,12 @@ class Sampler:
 
 
 def _smi_sample() -> list[float]:
+    """Each GPU's utilisation now (nvidia-smi prints a line per GPU); none where it cannot say."""
     try:
         text = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
                               capture_output=True, text=True, timeout=5).stdout  # fmt: skip
-        return [float(text.split()[0])]
-    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return [float(v) for v in text.split()]
+    except (OSError, ValueError, subprocess.SubprocessError):
         return []
 
 
