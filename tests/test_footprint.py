@@ -138,7 +138,8 @@ def test_a_gpu_tries_one_call_a_round_then_the_problems_own_inputs_before_a_skip
     seen = []
     for capacity in range(200 << 30, 1 << 30, -(64 << 20)):
         fit = footprint.plan_device("p", found, config, capacity)
-        kind = "skip" if fit.skip else "standard" if fit.config.inputs == "standard" else "one call" if fit.config.round_calls == 1 else "as is"
+        kind = ("skip" if fit.skip else "standard" if fit.config.inputs == "standard"
+                else "one call" if fit.config.round_calls == 1 else "as is")  # fmt: skip
         if not seen or seen[-1] != kind:
             seen.append(kind)
     assert seen == ["as is", "one call", "standard", "skip"]

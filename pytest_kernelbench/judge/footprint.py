@@ -291,8 +291,8 @@ def plan_device(name: str, found: Footprint, config: EvalConfig, capacity: int |
     if leanest <= capacity:
         return Fit(dataclasses.replace(config, round_calls=1, inputs="standard"),
                    note=_standard_note(name, lean, capacity, "on the GPU") + "; one call per timing round (--kb-round-calls 1)")
-    return Fit(config, skip=f"{name} needs about {gib(leanest)} of GPU memory and the GPU has {gib(capacity)}: {_sizes(found, DEVICE_COPIES)}; "
-               "--device cpu-check checks it on scaled-down sizes")  # fmt: skip
+    return Fit(config, skip=f"{name} needs about {gib(leanest)} of GPU memory and the GPU has {gib(capacity)}: "
+               f"{_sizes(found, DEVICE_COPIES)}; --device cpu-check checks it on scaled-down sizes")  # fmt: skip
 
 
 def _standard_note(name: str, need: int, room: int, where: str) -> str:
