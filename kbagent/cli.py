@@ -157,8 +157,8 @@ def serve_command(
     ),
     log_level: str = typer.Option("info", help="uvicorn's log level", parser=_choice(("critical", "error", "warning", "info", "debug"))),
     allow_problem_code: bool = typer.Option(
-        False, "--allow-problem-code", help="judge against a client's own problem_code, which runs as the judge's reference, "
-        "outside the candidate's sandbox: only for clients trusted with this machine",
+        False, "--allow-problem-code", help="judge against a client's own problem_code: its reference and its get_inputs() "
+        "run in runners sandboxed like a candidate's (a verdict is as sound as the client's reference)",
     ),
     protocol: str = typer.Option("native", help="native (the /v1 API) or openreward (OpenReward's environment server: needs "
                                  "the openreward extra and --level)", parser=_choice(("native", "openreward"))),

@@ -171,6 +171,9 @@ class EvalConfig:
     # more paths the candidate's sandbox hides, as it hides the lock and build folders (kbagent serve: its --state folder,
     # whose episode log holds every rollout's code)
     hide: tuple[str, ...] = ()
+    # the problem's code is a client's (kbagent serve --allow-problem-code): its reference and its get_inputs() run in
+    # runners sandboxed like a candidate's, and none of it in a judge's own processes (judge/supervisor/problem.py)
+    problem_sandbox: bool = False
 
     def __post_init__(self) -> None:
         _check_numbers(self)
@@ -198,6 +201,8 @@ class EvalConfig:
             raise KernelBenchUsageError(f"--inputs {self.inputs}: choose {' or '.join(INPUTS)}")
         if self.sandbox not in ("auto", "required", "off"):
             raise KernelBenchUsageError(f"--kb-sandbox {self.sandbox}: choose auto, required or off")
+        if self.problem_sandbox and self.device == "cpu-check":  # scaling a problem down runs its code in the judge
+            raise KernelBenchUsageError("a client's problem_code cannot be judged with device cpu-check: choose cpu or cuda")
         if gpu:  # the speed of light's peaks (judge/sol.py): a malformed KB_PEAK before any work, not in every result
             from .judge.sol import env_peak
 

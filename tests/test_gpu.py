@@ -219,6 +219,15 @@ def test_illegal_memory_access_is_a_result_and_the_next_candidate_starts_clean()
     assert good.outcome is Outcome.CORRECT, good.message
 
 
+def test_a_client_problem_runs_only_in_sandboxed_runners_on_the_gpu(tmp_path):
+    from test_problem_sandbox import judge_client_problem
+
+    result, ran = judge_client_problem(tmp_path, sandboxed=True, device="cuda")
+    assert result.outcome is Outcome.CORRECT and ran == [], result.message
+    wrong, _ = judge_client_problem(tmp_path, sandboxed=True, wrong=True, device="cuda")
+    assert wrong.outcome is Outcome.INCORRECT, wrong.message
+
+
 def test_cuda_graph_timing_replays_a_captured_graph():
     result = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120, timer="cuda-graph"))
     assert result.outcome is Outcome.CORRECT, result.message

@@ -229,7 +229,7 @@ def test_a_rounds_calls_each_fill_their_own_slots_and_the_reference_outputs_are_
 
 
 def test_a_call_set_moved_in_its_buffer_is_read_and_answered_at_its_new_place(tmp_path):
-    from pytest_kernelbench.judge.supervisor.buffers import CallSet, _expect, _node
+    from pytest_kernelbench.judge.supervisor.buffers import CallSet, _node, expect_node
 
     runner, supervisor, ask = _runner_on_a_thread(tmp_path)
     assert ask(p.Setup("cpu"))["ok"]
@@ -238,7 +238,7 @@ def test_a_call_set_moved_in_its_buffer_is_read_and_answered_at_its_new_place(tm
     x = torch.arange(4.0)
     leaf = {"dtype": "float32", "shape": [4]}
     home = CallSet([_node(x, iter([(5, 0)])), _node({"k": 3, "v": [x]}, iter([(5, 0)]))], [buf.view(torch.float32, [4])],
-                   [buf.view(torch.float32, [4], offset=16)], _expect({"t": leaf}, iter([(5, 16, leaf)])), buf)  # fmt: skip
+                   [buf.view(torch.float32, [4], offset=16)], expect_node({"t": leaf}, iter([(5, 16, leaf)])), buf)  # fmt: skip
     runner.model = lambda a, kw: a * kw["k"]
     for by in (0, 1024, 4096):
         call = home.moved(by)

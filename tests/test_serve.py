@@ -247,12 +247,19 @@ def test_problem_code_is_refused_unless_allowed(tmp_path):
     with service(tmp_path, judge) as client:  # the default
         for path, body in (("/v1/episodes", {"problem_code": problem}), ("/v1/run_kernel", {"problem_code": problem, "code": CODE})):
             error = one_line_error(client.post(path, json=body), 403)
-            assert "outside the candidate's sandbox" in error and "--allow-problem-code" in error
+            assert "the judge's reference" in error and "--allow-problem-code" in error
         assert judge.calls == []
         assert client.post("/v1/run_kernel", json={"problem": "mini/1", "code": CODE}).status_code == 200
     with service(tmp_path, judge, problem_code=True) as client:
         answer = client.post("/v1/run_kernel", json={"problem_code": problem, "name": "7_Mine", "code": CODE}).json()
         assert answer["problem"] == "Lfile-7_Mine" and answer["outcome"] == "correct"
+        client.post("/v1/run_kernel", json={"problem": "mini/1", "code": CODE})
+        started = client.post("/v1/episodes", json={"problem_code": problem, "name": "7_Mine"}).json()
+        client.post(f"/v1/episodes/{started['episode_id']}/run_kernel", json={"code": CODE})
+        sent = client.post("/v1/run_kernel", json={"problem_code": problem, "code": CODE, "device": "cpu-check"})
+        assert "cpu-check" in one_line_error(sent, 400)
+    # a served problem is the judge's own; a client's runs only in sandboxed runners (problem_sandbox)
+    assert [c.problem_sandbox for c in judge.configs] == [False, True, False, True]
 
 
 def wait_for(client: httpx.Client, what, seconds: float = 10.0) -> dict:

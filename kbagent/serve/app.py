@@ -32,7 +32,7 @@ from starlette.routing import Route
 
 from kbagent.feedback import feedback_text
 from kbagent.prompts import Target, code_messages, normalize_language
-from kbagent.serve.catalog import Catalog
+from kbagent.serve.catalog import CLIENT_ORIGIN, Catalog
 from kbagent.serve.episodes import EpisodeStore
 from kbagent.serve.guard import Guard
 from kbagent.serve.pool import EvaluateFn, JudgePool
@@ -66,7 +66,7 @@ class ServiceSettings:
     queue: int
     request_timeout: float = 300.0
     token: str = ""  # every request but /healthz sends it (Guard); required
-    # A client's problem_code runs as the judge's reference, outside the candidate's sandbox: off unless asked for.
+    # A client's problem_code runs as the judge's reference (sandboxed like a candidate): off unless asked for.
     allow_problem_code: bool = False
     allow_hosts: tuple[str, ...] = ()  # Host values accepted besides the service's address (Guard)
 
@@ -82,20 +82,22 @@ class _Service:
         # the candidate's sandbox hides the state folder: its episode log holds every rollout's code and verdict
         self.judge_base = {**settings.judge, "hide": (str(settings.state_dir.resolve()),)}
 
-    def config(self, options: dict[str, Any]) -> EvalConfig:
-        return eval_config(self.judge_base, options, self.settings.device, self.settings.gpus)
+    def config(self, options: dict[str, Any], problem: Problem | None = None) -> EvalConfig:
+        """A request's judge settings; a client's own problem is judged with its code in runners sandboxed like a
+        candidate's (``problem_sandbox``)."""
+        client = problem is not None and problem.origin == CLIENT_ORIGIN
+        return eval_config({**self.judge_base, "problem_sandbox": client}, options, self.settings.device, self.settings.gpus)
 
     async def judge(self, problem: Problem, code: str, options: dict[str, Any], label: str) -> dict[str, Any]:
-        config = self.config(options)
+        config = self.config(options, problem)
         result = await self.pool.judge(problem, Candidate(code, "", label), config)
         return json_safe(result.to_dict())
 
     # ---- routes ----------------------------------------------------------------------------------
     def resolve(self, ref: ProblemRef) -> Problem:
         if ref.source and not self.settings.allow_problem_code:
-            raise BadRequest("this service does not take problem_code (a problem's code runs as the judge's reference, "
-                             "outside the candidate's sandbox); name a served problem as level/id, or start the service "
-                             "with --allow-problem-code", 403)  # fmt: skip
+            raise BadRequest("this service does not take problem_code (a problem's code runs as the judge's reference); "
+                             "name a served problem as level/id, or start the service with --allow-problem-code", 403)  # fmt: skip
         return self.settings.catalog.resolve(ref)
 
     async def run_kernel(self, request: Request) -> Response:
@@ -106,7 +108,7 @@ class _Service:
     async def start_episode(self, request: Request) -> Response:
         ask = parse_episode(await _body(request), self.max_timeout)
         problem = self.resolve(ask.problem)
-        config = self.config(ask.options)
+        config = self.config(ask.options, problem)
         try:
             language = normalize_language(ask.language, config.device)
         except ValueError as exc:

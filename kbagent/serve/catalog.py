@@ -8,6 +8,8 @@ from kbagent.serve.schema import BadRequest, ProblemRef
 from pytest_kernelbench.errors import KernelBenchUsageError
 from pytest_kernelbench.problems import Problem, Subset, parse_levels, select_problems
 
+CLIENT_ORIGIN = "request"  # a Problem's origin when a client sent its code (problem_code): judged with problem_sandbox
+
 
 class Catalog:
     """``levels``: the levels served (None: any level the data has); ``subset`` narrows them."""
@@ -44,7 +46,7 @@ class Catalog:
 
     def resolve(self, ref: ProblemRef) -> Problem:
         if ref.source:
-            return Problem("file", 0, ref.name, ref.source, "request")
+            return Problem("file", 0, ref.name, ref.source, CLIENT_ORIGIN)
         problems = self.level(ref.level)
         for problem in problems:
             if problem.problem_id == ref.problem_id:

@@ -248,8 +248,11 @@ def device_capacity(index: int) -> int | None:
 
 def wanted(problem: Any, config: EvalConfig) -> bool:
     """Whether ``problem`` is measured before it is judged with ``config``: not with ``--device cpu-check`` (it scales
-    sizes down), not level 4 (Hugging Face models), not with ``KB_FOOTPRINT=0``."""
-    return config.device != "cpu-check" and problem.level not in SKIP_LEVELS and os.environ.get("KB_FOOTPRINT", "1") != "0"
+    sizes down), not level 4 (Hugging Face models), not a client's problem (its code runs only in a sandbox), not with
+    ``KB_FOOTPRINT=0``."""
+    if config.device == "cpu-check" or config.problem_sandbox:
+        return False
+    return problem.level not in SKIP_LEVELS and os.environ.get("KB_FOOTPRINT", "1") != "0"
 
 
 def fit(problem: Any, config: EvalConfig, found: Footprint | None) -> Fit:

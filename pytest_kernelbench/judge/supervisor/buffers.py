@@ -74,7 +74,7 @@ class Buffers:
             finally:
                 self.device.close_phase()
                 with self.ctx.found.split(f"{stage}.end"):
-                    lost = self.end_phase(self.runners.reference, self.runners.candidate)
+                    lost = self.end_phase(self.runners.reference, self.runners.candidate, self.runners.problem)
                     if self.ctx.on_gpu:  # the phase's device memory is free before the next holder comes
                         gc.collect()
                         torch.cuda.empty_cache()
@@ -92,28 +92,9 @@ class Buffers:
 
     # -------------------------------------------------------------- fresh inputs
 
-    def seed_all(self, seed: int) -> None:
-        """Seed the generators ``get_inputs`` draws from: the CPU's and the judged GPU's (``torch.manual_seed``
-        seeds every device and backend: 1.3 ms a call on the H100, twice per timed pair)."""
-        torch.default_generator.manual_seed(seed)
-        if self.ctx.on_gpu:
-            torch.cuda.default_generators[self.ctx.device.index or 0].manual_seed(seed)
-
     def make_inputs(self) -> list[Any]:
-        """Fresh inputs from a seed the OS gives for this call alone, on the judged device."""
-        ctx = self.ctx
-        seed = secrets.randbits(62)
-        self.seed_all(seed)
-        if ctx.cfg.inputs_on == "device" and ctx.on_gpu:
-            try:
-                with ctx.device:
-                    values = list(ctx.problem.get_inputs())
-            except Exception:  # noqa: BLE001 - a get_inputs that only works on the host
-                self.seed_all(seed)
-                values = list(ctx.problem.get_inputs())
-        else:
-            values = list(ctx.problem.get_inputs())
-        return [v.to(ctx.device) if isinstance(v, torch.Tensor) else v for v in values]
+        """Fresh inputs from a seed the OS gives for this call alone, on the judged device (``problem.py``)."""
+        return self.ctx.problem.inputs(secrets.randbits(62))
 
     # -------------------------------------------------------------- shared buffers
 
@@ -156,7 +137,7 @@ class Buffers:
             if slots:
                 placed = list(zip(outs, leaves, strict=True))
                 call_set.slots = [buf.view(getattr(torch, leaf["dtype"]), leaf["shape"], offset=o) for o, leaf in placed]
-                call_set.expect = _expect(self.ctx.out_spec, iter([(buf_id, o, leaf) for o, leaf in placed]))
+                call_set.expect = expect_node(self.ctx.out_spec, iter([(buf_id, o, leaf) for o, leaf in placed]))
             sets.append(call_set)
         self.ctx.sync()
         return sets
@@ -262,13 +243,13 @@ def _moved_node(node: p.Node, by: int) -> p.Node:
     return node
 
 
-def _expect(spec: p.Node, slots: Iterator[tuple[int, int, dict[str, Any]]]) -> p.Node:
+def expect_node(spec: p.Node, slots: Iterator[tuple[int, int, dict[str, Any]]]) -> p.Node:
     if "t" in spec:
         buf, offset, leaf = next(slots)
         return {"t": {"buf": buf, "dtype": leaf["dtype"], "shape": leaf["shape"], "stride": contiguous_strides(leaf["shape"]),
                       "offset": offset}}  # fmt: skip
     if "seq" in spec:
-        return {"seq": [_expect(item, slots) for item in spec["seq"]], "tuple": spec.get("tuple", False)}
+        return {"seq": [expect_node(item, slots) for item in spec["seq"]], "tuple": spec.get("tuple", False)}
     if "map" in spec:
-        return {"map": [[key, _expect(item, slots)] for key, item in spec["map"]]}
+        return {"map": [[key, expect_node(item, slots)] for key, item in spec["map"]]}
     return {"v": spec.get("v")}

@@ -12,7 +12,6 @@ import math
 import os
 import resource
 import statistics
-import sys
 import traceback
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,8 @@ from ..stats import PROCESS_SD, SPARE_PAIRS, PairTiming, another_pair, combine_p
 from .buffers import Buffers, nbytes, tensor_leaves
 from .building import Builder
 from .device import Device
-from .plan import PAIR_START_S, WARM_STEP_RATIO, WARMUP_UNLOCKED_BYTES, admission_bytes, input_bytes, warm_bytes
+from .plan import PAIR_START_S, WARM_STEP_RATIO, WARMUP_UNLOCKED_BYTES, admission_bytes, warm_bytes
+from .problem import LocalProblem, SandboxedProblem
 from .record import Context, Status, Verdict
 from .sides import Runners
 from .timing import Timer
@@ -98,24 +98,25 @@ class Evaluation:
         """Load the problem here (for inputs), the reference in its runner process; learn the output's structure."""
         ctx, runners = self.ctx, self.runners
         ctx.status.enter("reference")
+        if self.cfg.problem_sandbox:  # a client's problem: its runners started like a candidate's (problem.py)
+            runners.resolve_sandbox()
         runners.reference = runners.start_reference()  # before this process touches CUDA: then it can be forked
         # and the reference runners of later process pairs (time_again), forked now too: idle until then, and alike
         for k in range(self.spares_wanted()):
             runners.spares.append(runners.start_reference(tag=f"-{k + 2}"))
         if ctx.on_gpu:
             torch.cuda.set_device(ctx.device)
-        if ctx.cpu_check:
-            self.scale_problem()
-        ctx.problem = _load_module("kb_problem", ctx.spec.problem_path)
-        for needed in ("Model", "get_inputs", "get_init_inputs"):
-            if not hasattr(ctx.problem, needed):
-                raise Verdict("harness_error", f"the problem defines no {needed}")
-        runners.resolve_sandbox()
-        self.buffers.seed_all(self.cfg.seed)
-        self.init_values = list(ctx.problem.get_init_inputs())
+        if self.cfg.problem_sandbox:
+            ctx.problem = SandboxedProblem(ctx, runners, self.buffers)
+        else:
+            if ctx.cpu_check:
+                self.scale_problem()
+            ctx.problem = LocalProblem(ctx, ctx.spec.problem_path)
+            runners.resolve_sandbox()
+        self.init_values = ctx.problem.init_values(self.cfg.seed)
         self.launch_early()
         self.ready_reference()
-        big = self.cfg.mode != "eager" and ctx.on_gpu and input_bytes(ctx.problem) > WARMUP_UNLOCKED_BYTES
+        big = self.cfg.mode != "eager" and ctx.on_gpu and ctx.problem.input_bytes() > WARMUP_UNLOCKED_BYTES
         locked = self.cfg.mode == "eager" or big
         with self.buffers.phase("reference") if locked else contextlib.nullcontext():
             ctx.out_spec = self.discover()
@@ -399,17 +400,6 @@ class Evaluation:
             self.timer.time()
             runners.stop_candidate()
             self.add_pair()
-
-
-def _load_module(name: str, path: str) -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def main(argv: list[str], started: float | None = None) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 ADMISSION_MARGIN_BYTES = 1 << 30  # a CUDA context, cuBLAS workspaces, Triton's first compiles
+UNKNOWN_NEED_BYTES = 1 << 40  # a reference's first call announces this where its inputs' shapes are unknown: all of a GPU
 JIT_CACHE_BYTES = 2 << 30  # a candidate's Triton and inductor caches beyond this are emptied after its judge
 # A candidate's first call gets a shared phase of its own (warm_up) where the trials' admission is at least this many
 # times the candidate's alone; KB_WARM_STEP=0 leaves it in the first trial
@@ -134,4 +135,6 @@ def exclusive_need(fp: Footprint, stage: str, problem: Any) -> int:
     inputs (0 on CPU)."""
     if not fp.on_gpu:
         return 0
-    return admission_bytes(fp) if stage == "time" else int(4 * input_bytes(problem)) + ADMISSION_MARGIN_BYTES
+    if stage == "time":
+        return admission_bytes(fp)
+    return int(min(4 * problem.input_bytes(), UNKNOWN_NEED_BYTES)) + ADMISSION_MARGIN_BYTES  # inf: shapes unknown

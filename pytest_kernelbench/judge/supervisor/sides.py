@@ -59,6 +59,7 @@ class Side:
     process: RunnerProcess | ForkedRunner
     log: Path
     trusted: bool = False  # the reference's runner: never runs candidate code
+    client: bool = False  # runs a client's problem (problem_sandbox): trusted's failures, a candidate's sandbox and freezing
     tree: ProcessTree | None = None  # its process tree (the candidate's), kept from one stop to the next
     frozen: bool = False  # stopped between requests
     asked: bool = False  # sent a request since its last phase end: it may hold device memory to give back
@@ -104,7 +105,7 @@ class Side:
         only cost time, 1-2 ms a call on the H100): its cgroup frozen whole, or, without one, every process of the tree
         found by walking it and the ``strays`` it left behind (orphans reparented to the supervisor). Whether it was
         stopped now."""
-        if self.trusted or self.frozen or not self.alive():
+        if (self.trusted and not self.client) or self.frozen or not self.alive():
             return False
         if self.process.cgroup is not None:
             self.process.cgroup.freeze()
@@ -156,6 +157,7 @@ class Runners:
         self.reference: Side | None = None
         self.candidate: Side | None = None
         self.spares: list[Side] = []
+        self.problem: Side | None = None  # a client's problem's values (problem.SandboxedProblem)
         self.sandbox: SandboxInfo | None = None
         self.pch: Requests | None = None  # the running build step's requests for a shared PCH, served while it is waited for
         self._spawned = 0  # sandboxed processes started: each cgroup's name
@@ -182,6 +184,8 @@ class Runners:
         process's environment, in which :data:`TIMING_ENV` is set (``controller.supervisor_env``), as the candidate's
         runner has it. ``tag``: a spare's folder and log."""
         ctx = self.ctx
+        if ctx.cfg.problem_sandbox:
+            return self.start_client(f"reference{tag}")
         scratch = ctx.work / f"reference{tag}"
         log = ctx.work / f"reference{tag}.log"
         # under KB_PROFILE_DIR this process runs under cProfile, which a forked child inherits (3.12: a second one fails)
@@ -199,6 +203,14 @@ class Runners:
         info = SandboxInfo("none", reason="the reference is trusted")
         return self.spawn("reference", info, env, Mounts(), scratch, log_name=log.name, trusted=True)
 
+    def start_client(self, name: str) -> Side:
+        """A runner for a client's problem (``EvalConfig.problem_sandbox``: its reference, or its values): started as a
+        candidate's is, in the sandbox and a cgroup of its own, frozen between requests; its failures are the judge's
+        (no candidate code runs there)."""
+        side = self.launch({}, f"{name}.log", Mounts(), side_name=name)
+        side.trusted = side.client = True
+        return side
+
     def launch(self, extra_env: dict[str, str], log_name: str, mounts: Mounts, side_name: str = "candidate") -> Side:
         """A runner process in the sandbox, importing torch while nothing is asked of it yet (no candidate code)."""
         ctx, info = self.ctx, self.sandbox
@@ -215,7 +227,7 @@ class Runners:
         # back" in an honest candidate) and a profiled judge timed out (H200, 2026-11-29); a fresh interpreter there.
         forked = side_name == "build" or not ctx.on_gpu
         if not forked:
-            ctx.found.extra.runner_start = "interpreter: a GPU runner"
+            self._started(side_name, "interpreter: a GPU runner")
         side = self.spawn(side_name, info, env, mounts, scratch, log_name=log_name, base_env=base if forked else None)
         side.disk = [*mounts.writable, *([] if info.kind == "bwrap" else [scratch])]  # bwrap's scratch is a counted tmpfs
         return side
@@ -257,7 +269,7 @@ class Runners:
         return None
 
     def _started(self, name: str, how: str) -> None:
-        if name != "build":  # the candidate's runner, started before or after its build step
+        if name == "candidate":  # the candidate's runner, started before or after its build step
             self.ctx.found.extra.runner_start = how
 
     def _cgroup(self, name: str) -> Cgroup | None:
@@ -361,8 +373,10 @@ class Runners:
         if side.disk and _disk_bytes(side.disk, DISK_BYTES) > DISK_BYTES:
             stage = self.ctx.status.stage
             self.stop(side)
-            raise Verdict("runtime_error", f"wrote more than {DISK_BYTES / 2**30:g} GiB to its folders (build folder, JIT caches, "
-                          f"scratch) by stage '{stage}' (the limit: KB_DISK_GB)" + side.log_tail(self.ctx.cfg.log_chars))  # fmt: skip
+            who = f"{_who(side)} " if side.trusted else ""
+            text = (f"{who}wrote more than {DISK_BYTES / 2**30:g} GiB to its folders (build folder, JIT caches, scratch) by stage "
+                    f"'{stage}' (the limit: KB_DISK_GB)")
+            raise Verdict("harness_error" if side.trusted else "runtime_error", text + side.log_tail(self.ctx.cfg.log_chars))
 
     def step_aside(self, side: Side) -> float:
         """In a shared phase, while ``side`` is in a long call and an exclusive holder waits whose memory fits: stop
@@ -391,7 +405,7 @@ class Runners:
 
     def _strays(self) -> list[int]:
         """Processes a candidate's runner left behind without a cgroup or PID namespace to hold them (procs.strays)."""
-        trusted = {side.process.pid for side in (self.reference, *self.spares) if side is not None and side.alive()}
+        trusted = {side.process.pid for side in (self.reference, *self.spares, self.problem) if side is not None and side.alive()}
         return strays(self._roots, trusted)
 
     def thaw(self, side: Side) -> None:
@@ -400,7 +414,7 @@ class Runners:
     def failure(self, side: Side, stage: str, text: str) -> Verdict:
         chars = self.ctx.cfg.log_chars
         if side.trusted:
-            return Verdict("harness_error", f"the reference failed during stage '{stage}': {text}" + side.log_tail(chars))
+            return Verdict("harness_error", f"{_who(side)} failed during stage '{stage}': {text}" + side.log_tail(chars))
         cgroup = side.process.cgroup
         if cgroup is not None and cgroup.oom_killed():  # the kernel's own account of it: over --kb-max-memory
             text = (f"used more than {self.ctx.cfg.max_memory_gb:g} GB of host memory during stage '{stage}' (killed at its cgroup's "
@@ -413,7 +427,7 @@ class Runners:
     def timed_out(self, side: Side, stage: str) -> Verdict:
         cfg = self.ctx.cfg
         if side.trusted:
-            return Verdict("harness_error", f"the reference did not answer within {cfg.setup_timeout:g} s during stage '{stage}'")
+            return Verdict("harness_error", f"{_who(side)} did not answer within {cfg.setup_timeout:g} s during stage '{stage}'")
         self.stop(side)
         return Verdict("timeout", f"timed out after {cfg.timeout:g} s during stage '{stage}'" + side.log_tail(cfg.log_chars))
 
@@ -442,12 +456,19 @@ class Runners:
 
     def stop_all(self) -> None:
         self.stop_candidate()
-        for side in (self.reference, *self.spares):
+        for side in (self.reference, *self.spares, self.problem):
             self.stop(side)
 
     def live_pids(self) -> list[list[int]]:
         """Each live runner's process tree (both sides), for binding to the timing core."""
         return [side.pids() for side in (self.reference, self.candidate) if side is not None and side.alive()]
+
+
+def _who(side: Side) -> str:
+    """How a verdict names a trusted side's runner."""
+    if side.client:
+        return f"the client's problem (problem_code, its {side.name.split('-')[0]} runner)"
+    return "the reference"
 
 
 def _disk_bytes(folders: list[Path], limit: int, max_entries: int = 200_000) -> int:
