@@ -242,7 +242,8 @@ def judged_line(pck, result, started: float, busy: float | None, samples: bool) 
             "wall_excess_ms": (result.extra.wall_check or {}).get("excess_ms"),
             "timed_calls": result.extra.timed_calls, "checked_calls": result.extra.checked_calls,
             "noisy": result.extra.speedup_noisy, "capped": result.extra.speedup_capped, "sandbox": result.extra.sandbox,
-            "pairs": _pairs_timed(result), "input_variants": result.extra.input_variants}  # fmt: skip
+            "pairs": _pairs_timed(result), "input_variants": result.extra.input_variants,
+            "light_headers": result.extra.light_headers}  # fmt: skip
     if not result.correct:
         line["message"] = result.message if len(result.message) <= 1000 else f"{result.message[:300]} [...] {result.message[-700:]}"
     if samples and result.ref and result.new:  # each side's timing samples, in the order they were taken
@@ -295,6 +296,9 @@ def judge_pairs(pairs, config, jobs, judges, stop, started, busy=lambda: None, s
         builds = [f.result() for f in prebuilder.futures.values() if f.done() and not f.cancelled() and f.exception() is None]
         prebuilder.close(wait=False)
     build_cpu = _summed([{"cpu_s": b.extra.cpu_s or {}} for b in builds], "cpu_s")
+    headers = _summed([{"h": b.extra.light_headers or {}} for b in builds], "h")  # build/light.py: .cu compiles by header
+    if headers:
+        print("pool-headers " + json.dumps(headers), flush=True)
     cut = [c.label for (_, c, _), line in zip(pairs, lines, strict=True) if line is None]
     return [line for line in lines if line], build_cpu, cut
 

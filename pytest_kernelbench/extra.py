@@ -22,6 +22,8 @@ class Extra:
     build_slot: int | None = None  # the machine's build slot its build held (locking.build_slot)
     build_slot_wait_s: float | None = None  # seconds it waited for one (charged to no one)
     pch: dict[str, Any] | None = None  # the shared precompiled headers the judge built for its build step
+    # its .cu compiles, by header: "light" (torch/extension.h built as torch/types.h) or "fallback" (as written): build/light.py
+    light_headers: dict[str, int] | None = None
     fused_compare: Any = None  # the fused seal/compare kernels, warmed for big outputs
     cpu_check: str | None = None  # --device cpu-check: "nvcc", "cpu" or "triton-interpreter"
     scaled: list[Any] | None = None  # --device cpu-check: the problem's sizes scaled down

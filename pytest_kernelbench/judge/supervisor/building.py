@@ -94,6 +94,7 @@ class Builder:
             runners.check_disk(builder)
         finally:
             runners.stop(builder)
+            ctx.found.extra.light_headers = light_counts(path)
             if runners.pch is not None:  # trusted work for later builds, even after a failed build: not its time
                 ctx.status.enter("pch")
                 ctx.found.extra.pch, runners.pch = runners.pch.close(), None
@@ -121,6 +122,11 @@ class Builder:
             env["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
         if ctx.cpu_check:
             env.update(check_env())
+        nvcc = _real_nvcc(env.get("CUDA_HOME", ""))
+        if nvcc and os.environ.get("KB_LIGHT_HEADERS", "1") != "0" and not os.environ.get("PYTORCH_NVCC"):
+            from ...build.light import nvcc_command
+
+            env["PYTORCH_NVCC"] = nvcc_command(nvcc)  # a .cu's torch/extension.h built as torch/types.h where it builds
         return env
 
     def candidate_env(self, folder: Path | None, jit: bool = True) -> dict[str, str]:
@@ -162,6 +168,31 @@ class Builder:
             return
         if tree_size(self._jit, JIT_CACHE_BYTES) > JIT_CACHE_BYTES:
             remove_tree(self._jit, keep_top=True)  # its contents only: another judge of this source may be binding it now
+
+
+def _real_nvcc(cuda_home: str) -> str:
+    """The nvcc torch's build would run: ``CUDA_HOME``'s (cpu-check's own toolkit, else torch's); "" without one."""
+    if not cuda_home:
+        from torch.utils.cpp_extension import CUDA_HOME
+
+        cuda_home = CUDA_HOME or ""
+    nvcc = os.path.join(cuda_home, "bin", "nvcc")
+    return nvcc if cuda_home and os.path.isfile(nvcc) else ""
+
+
+def light_counts(folder: Path, limit: int = 1 << 16) -> dict[str, int] | None:
+    """How the build's ``.cu`` compiles went (build/light.py's notes in the build folder; written where candidate code
+    ran, so read as untrusted: bounded, counts only, never a verdict)."""
+    counts: dict[str, int] = {}
+    for notes in sorted(folder.glob("*/kb-light.jsonl"))[:16]:
+        try:
+            with notes.open("rb") as fh:
+                text = fh.read(limit).decode(errors="replace")
+        except OSError:
+            continue
+        for how in ("light", "fallback"):
+            counts[how] = counts.get(how, 0) + text.count(f'"how": "{how}"')
+    return counts or None
 
 
 def check_env() -> dict[str, str]:

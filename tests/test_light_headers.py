@@ -1,0 +1,116 @@
+"""build/light.py: a candidate's ``.cu`` that includes ``torch/extension.h`` is compiled with ``torch/types.h`` where
+that builds, else as written; every other compiler call passes through. Shown with a stand-in nvcc that records what
+it compiled and refuses the sources a test says."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_kernelbench.build import light
+
+# A stand-in nvcc: writes each call's arguments and the text of its .cu (if any) to CALLS, and fails when that text
+# holds $KB_FAKE_REFUSE, printing a message of its own.
+FAKE_NVCC = """#!{python}
+import json, os, sys
+cu = [a for a in sys.argv[1:] if a.endswith(".cu")]
+text = open(cu[0]).read() if cu else ""
+with open(os.environ["CALLS"], "a") as fh:
+    fh.write(json.dumps({{"args": sys.argv[1:], "text": text}}) + "\\n")
+refuse = os.environ.get("KB_FAKE_REFUSE", "")
+if refuse and refuse in text:
+    print("error: refused " + os.path.basename(cu[0]), file=sys.stderr)
+    sys.exit(2)
+print("compiled " + (os.path.basename(cu[0]) if cu else "nothing"))
+"""
+
+CU = """#include <torch/extension.h>
+#include <cuda_runtime.h>
+  # include "torch/extension.h"
+
+__global__ void k(float* x) {{ x[0] = 1; }}
+torch::Tensor f(torch::Tensor x) {{ {body} return x; }}
+"""
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text(FAKE_NVCC.format(python=sys.executable))
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("CALLS", str(tmp_path / "calls.jsonl"))
+
+    def run(args, refuse=""):
+        env = {**os.environ, "KB_FAKE_REFUSE": refuse}
+        done = subprocess.run([sys.executable, light.__file__, str(nvcc), *args], capture_output=True, text=True, env=env, timeout=60)
+        lines = (tmp_path / "calls.jsonl").read_text().splitlines() if (tmp_path / "calls.jsonl").exists() else []
+        (tmp_path / "calls.jsonl").unlink(missing_ok=True)
+        return done, [json.loads(line) for line in lines]
+
+    return run
+
+
+def _compile(source: Path) -> list[str]:
+    return ["--generate-dependencies-with-compile", "--dependency-output", "x.o.d", "-O3", "-c", str(source), "-o", "x.o"]
+
+
+def test_each_extension_include_becomes_types_and_nothing_else_changes():
+    text = CU.format(body="")
+    light_text = light.light_source(text)
+    assert light_text is not None and "torch/extension.h>\n" not in light_text and 'include "torch/extension.h"' not in light_text
+    assert light_text.count("#include <torch/types.h>") == 2 and "#include <cuda_runtime.h>" in light_text
+    assert light_text.splitlines()[3:] == text.splitlines()[3:]  # the line count kept: nvcc's messages point at the same lines
+    assert light.light_source("#include <torch/types.h>\n// torch/extension.h in a comment\n") is None
+
+
+def test_a_cu_that_builds_light_is_compiled_light_once(tmp_path, fake):
+    source = tmp_path / "cuda.cu"
+    source.write_text(CU.format(body=""))
+    done, calls = fake(_compile(source))
+    assert done.returncode == 0 and "compiled cuda.kb-light.cu" in done.stdout, done.stderr
+    assert len(calls) == 1 and "torch/extension.h>" not in calls[0]["text"] and "torch/types.h" in calls[0]["text"]
+    assert str(tmp_path / "cuda.kb-light.cu") in calls[0]["args"] and "x.o" in calls[0]["args"]
+    notes = [json.loads(line) for line in (tmp_path / light.EVENTS).read_text().splitlines()]
+    assert [n["how"] for n in notes] == ["light"]
+
+
+def test_a_cu_that_needs_the_whole_header_is_compiled_as_written_with_only_its_own_messages(tmp_path, fake):
+    source = tmp_path / "cuda.cu"
+    source.write_text(CU.format(body="pybind11::object o;"))
+    done, calls = fake(_compile(source), refuse="torch/types.h")  # the light copy does not build
+    assert done.returncode == 0 and done.stdout.strip() == "compiled cuda.cu" and "refused" not in done.stderr
+    assert [Path(c["args"][5]).name for c in calls] == ["cuda.kb-light.cu", "cuda.cu"]
+    assert calls[1]["text"] == source.read_text()
+    failed, _ = fake(_compile(source), refuse="pybind11")  # both fail: the original's own error and exit status
+    assert failed.returncode == 2 and failed.stderr.strip() == "error: refused cuda.cu"
+    notes = [json.loads(line)["how"] for line in (tmp_path / light.EVENTS).read_text().splitlines()]
+    assert notes == ["fallback", "fallback"]
+
+
+def test_other_calls_pass_through_unchanged(tmp_path, fake):
+    plain = tmp_path / "plain.cu"
+    plain.write_text("#include <torch/types.h>\n__global__ void k() {}\n")
+    for args in (_compile(plain), ["--version"], ["-shared", "a.o", "-o", "x.so"]):
+        done, calls = fake(args)
+        assert done.returncode == 0 and [c["args"] for c in calls] == [args]
+    assert not (tmp_path / light.EVENTS).exists()
+
+
+def test_the_judge_sets_the_wrapper_for_a_build_only_where_nvcc_is(monkeypatch, tmp_path):
+    from pytest_kernelbench.judge.supervisor.building import _real_nvcc, light_counts
+
+    home = tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    assert _real_nvcc(str(home)) == ""
+    (home / "bin" / "nvcc").write_text("")
+    assert _real_nvcc(str(home)) == str(home / "bin" / "nvcc")
+    command = light.nvcc_command(str(home / "bin" / "nvcc"))
+    assert command.split()[1:] == [light.__file__, str(home / "bin" / "nvcc")]
+    ext = tmp_path / "builds" / "my_ext"
+    ext.mkdir(parents=True)
+    assert light_counts(tmp_path / "builds") is None
+    (ext / light.EVENTS).write_text('{"how": "light"}\n{"how": "fallback"}\n{"how": "light"}\n')
+    assert light_counts(tmp_path / "builds") == {"light": 2, "fallback": 1}
