@@ -69,12 +69,15 @@ def test_each_extension_include_becomes_types_and_nothing_else_changes():
 def test_a_cu_that_builds_light_is_compiled_light_once(tmp_path, fake):
     source = tmp_path / "cuda.cu"
     source.write_text(CU.format(body=""))
+    os.utime(source, (1_000_000_000, 1_000_000_000))
     done, calls = fake(_compile(source))
     assert done.returncode == 0 and "compiled cuda.kb-light.cu" in done.stdout, done.stderr
     assert len(calls) == 1 and "torch/extension.h>" not in calls[0]["text"] and "torch/types.h" in calls[0]["text"]
     assert str(tmp_path / "cuda.kb-light.cu") in calls[0]["args"] and "x.o" in calls[0]["args"]
     notes = [json.loads(line) for line in (tmp_path / light.EVENTS).read_text().splitlines()]
     assert [n["how"] for n in notes] == ["light"]
+    # dated as its source: ninja would find a dependency newer than the object's command start and compile it again
+    assert (tmp_path / "cuda.kb-light.cu").stat().st_mtime_ns == source.stat().st_mtime_ns
 
 
 def test_a_cu_that_needs_the_whole_header_is_compiled_as_written_with_only_its_own_messages(tmp_path, fake):

@@ -59,6 +59,10 @@ def wrap(real: str, args: list[str]) -> int:
     started = time.monotonic()
     try:
         copy.write_text(light)
+        # dated as the source: ninja dates an object by its command's start and marks it stale when a dependency (this
+        # copy, named in its depfile) is newer, so a copy dated now had every cached build compiled again in the runner
+        stat = source.stat()
+        os.utime(copy, ns=(stat.st_atime_ns, stat.st_mtime_ns))
         tried = subprocess.run([real, *[str(copy) if a == str(source) else a for a in args]], capture_output=True)
     except OSError:
         tried = None
