@@ -280,3 +280,5 @@ def test_the_prompts_cuda_example_is_built(tmp_path):
     result = evaluate(problem_from_path(folder / "1_Add.py"), candidate, cpu_config(device="cpu-check", build_dir=str(tmp_path),
                                                                                      timeout=1200))  # fmt: skip
     assert result.outcome is Outcome.BUILT, result.message
+    # its .cu compiled without the torch/types.h load_inline puts in front (build/light.py): about 30 s less here
+    assert result.extra.light_headers == {"light": 1, "fallback": 0}, result.extra.light_headers

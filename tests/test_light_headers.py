@@ -63,7 +63,12 @@ def test_each_extension_include_becomes_types_and_nothing_else_changes():
     assert light_text is not None and "torch/extension.h>\n" not in light_text and 'include "torch/extension.h"' not in light_text
     assert light_text.count("#include <torch/types.h>") == 2 and "#include <cuda_runtime.h>" in light_text
     assert light_text.splitlines()[3:] == text.splitlines()[3:]  # the line count kept: nvcc's messages point at the same lines
-    assert light.light_source("#include <torch/types.h>\n// torch/extension.h in a comment\n") is None
+    assert light.light_source("#include <cuda.h>\n// torch/extension.h in a comment\n") is None
+    # load_inline's own torch/types.h in front of a .cu written with light headers: left out, the line numbers kept
+    implicit = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n#include <ATen/core/Tensor.h>\n"
+    lighter = light.light_source(implicit)
+    assert lighter is not None and lighter.splitlines()[0].startswith("//")
+    assert lighter.splitlines()[1:] == implicit.splitlines()[1:]
 
 
 def test_a_cu_that_builds_light_is_compiled_light_once(tmp_path, fake):
@@ -95,7 +100,7 @@ def test_a_cu_that_needs_the_whole_header_is_compiled_as_written_with_only_its_o
 
 def test_other_calls_pass_through_unchanged(tmp_path, fake):
     plain = tmp_path / "plain.cu"
-    plain.write_text("#include <torch/types.h>\n__global__ void k() {}\n")
+    plain.write_text("#include <cuda.h>\n__global__ void k() {}\n")
     for args in (_compile(plain), ["--version"], ["-shared", "a.o", "-o", "x.so"]):
         done, calls = fake(args)
         assert done.returncode == 0 and [c["args"] for c in calls] == [args]

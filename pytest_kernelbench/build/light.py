@@ -11,7 +11,9 @@ This is nvcc's wrapper (``PYTORCH_NVCC``, which torch's build uses in place of n
 step and the candidate's runner alike, so a cached build is not redone): for a compile of a ``.cu`` that includes
 ``torch/extension.h`` it first compiles a copy beside it whose such lines include ``torch/types.h``. Where that copy
 does not compile (a ``.cu`` that uses pybind11 or the C++ frontend), the original is compiled as it is and only its
-messages are shown: the worst case is the first attempt's time, never a different outcome. Every other nvcc call runs
+messages are shown: the worst case is the first attempt's time, never a different outcome. A ``.cu`` that includes
+no ``torch/extension.h`` but the light ATen/c10 headers its kernels use (as the agent's prompt asks) is first compiled
+without the ``torch/types.h`` that ``load_inline`` put in front of it, the same way. Every other nvcc call runs
 unchanged. ``KB_LIGHT_HEADERS=0`` turns it off. Each decision is a line of ``kb-light.jsonl`` beside the source.
 
 This file is the wrapper's program: ``python light.py REAL_NVCC ARGS...`` (standard library only).
@@ -34,13 +36,22 @@ from pathlib import Path  # noqa: E402
 
 HEAVY = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/extension\.h[>"]', re.MULTILINE)
 LIGHT = "#include <torch/types.h>  // kb: was torch/extension.h (pytest_kernelbench/build/light.py)"
+# what load_inline writes in front of every .cu (its first line costs nvcc a parse of torch's tensor API three times)
+IMPLICIT = "#include <torch/types.h>\n"
+IMPLICIT_LIGHT = "// kb: load_inline's #include <torch/types.h> left out (pytest_kernelbench/build/light.py)\n"
 EVENTS = "kb-light.jsonl"
 MAX_SOURCE = 4 << 20  # a larger .cu is compiled as it is
 
 
 def light_source(text: str) -> str | None:
-    """``text`` with each ``torch/extension.h`` include made ``torch/types.h``; None if it has none."""
-    return HEAVY.sub(LIGHT, text) if HEAVY.search(text) else None
+    """``text`` with each ``torch/extension.h`` include made ``torch/types.h``; or, in a ``.cu`` that has none,
+    without the ``torch/types.h`` that ``load_inline`` put in front of it (a blank line instead: the line numbers stay),
+    for one that includes the light headers its kernels use. None where neither applies."""
+    if HEAVY.search(text):
+        return HEAVY.sub(LIGHT, text)
+    if text.startswith(IMPLICIT):
+        return IMPLICIT_LIGHT + text[len(IMPLICIT) :]
+    return None
 
 
 def wrap(real: str, args: list[str]) -> int:
