@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from pytest_kernelbench.build import light
 
@@ -115,6 +116,12 @@ def test_the_judge_sets_the_wrapper_for_a_build_only_where_nvcc_is(monkeypatch, 
     assert _real_nvcc(str(home)) == ""
     (home / "bin" / "nvcc").write_text("")
     assert _real_nvcc(str(home)) == str(home / "bin" / "nvcc")
+    # without cpu-check's toolkit: the nvcc torch's cpp_extension finds (none for a CPU build of torch)
+    import torch.utils.cpp_extension as cpp_extension
+
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    torch_home = cpp_extension._find_cuda_home() if torch.version.cuda else None
+    assert _real_nvcc("") == (os.path.join(torch_home, "bin", "nvcc") if torch_home else "")
     command = light.nvcc_command(str(home / "bin" / "nvcc"))
     assert command.split()[1:] == [light.__file__, str(home / "bin" / "nvcc")]
     ext = tmp_path / "builds" / "my_ext"
