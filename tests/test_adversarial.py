@@ -215,9 +215,9 @@ def test_the_verdict_holds_with_rounds_of_several_calls(name, scene):
 
 
 # slips_the_freeze_through_orphans beside CPU hogs inside the whole suite: known, open (issue 45's note)
-_UNEXPLAINED = pytest.mark.xfail(strict=False, reason="known, open (issue 45's note): in the whole suite this file's model, "
-                                 "identical to the reference, was judged 1.58-1.66x with cgroups (CI twice, here once) and 1.78x "
-                                 "without (here, 2026-11-29, 16f1be9), interval above 1, not noisy; alone beside hogs 0.6-1.2x"
+_UNEXPLAINED = pytest.mark.xfail(strict=False, reason="known, open (issue 45's note): with one pair of runners this file's model, "
+                                 "identical to the reference, was judged 0.65-1.84x beside load, either way (docs/history/judge-log.md); "
+                                 "now judged with the judge's own pairs: low end 0.55-0.88 in 3 runs alone, not yet in a whole suite"
                                  )  # fmt: skip
 
 
@@ -229,7 +229,7 @@ def test_orphans_are_stopped_where_no_cgroup_holds_them(scene, monkeypatch, load
     machine, where their burning while the reference is timed would count most."""
     monkeypatch.setenv("KB_CGROUPS", "0")
     name = "slips_the_freeze_through_orphans"
-    result = judge(name, scene)
+    result = judge(name, scene, process_pairs=0)  # the judge's own pairs: one pair leans either way beside load
     detail = f"{result.outcome} speedup={result.speedup} sandbox={result.extra.sandbox} {result.message[:800]}"
     assert "no cgroup (turned off by KB_CGROUPS=0)" in result.extra.sandbox, detail
     _said_when_unexplained(result, headers(name), detail)
@@ -342,7 +342,9 @@ def test_the_verdict_holds_on_a_busy_machine(name, scene, load_generator):
     printed, and none that a claim rests on (fast_p, perf@p: a gain the judge marks noisy counts only as far as its
     interval's low end goes)."""
     spec = headers(name)
-    result = judge(name, scene)
+    # the orphans' helpers make one pair of runners lean either way beside load (0.65-1.84x for a copy of the reference,
+    # docs/history/judge-log.md): judged with the judge's own pairs (process_pairs 0, not the tests' 1), as users are
+    result = judge(name, scene, **({"process_pairs": 0} if name == "slips_the_freeze_through_orphans" else {}))
     facts = {key: getattr(result.extra, key) for key in ("speedup_noisy", "speedup_interval", "wall_check", "timed_calls", "sandbox")}
     detail = f"{name} beside {load_generator} CPU hogs: {result.outcome} speedup={result.speedup} {facts} {result.message[:800]}"
     if name == "slips_the_freeze_through_orphans":
