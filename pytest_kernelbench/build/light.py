@@ -14,7 +14,7 @@ does not compile (a ``.cu`` that uses pybind11 or the C++ frontend), the origina
 messages are shown: the worst case is the first attempt's time, never a different outcome. A ``.cu`` that includes
 no ``torch/extension.h`` but the light ATen/c10 headers its kernels use (as the agent's prompt asks) is first compiled
 without the ``torch/types.h`` that ``load_inline`` put in front of it, the same way. Every other nvcc call runs
-unchanged. ``KB_LIGHT_HEADERS=0`` turns it off. Each decision is a line of ``kb-light.jsonl`` beside the source.
+unchanged. ``KB_LIGHT_HEADERS=0`` (read by the judge) turns it off. Each decision is a line of ``kb-light.jsonl`` beside the source.
 
 This file is the wrapper's program: ``python light.py REAL_NVCC ARGS...`` (standard library only).
 """
@@ -45,8 +45,8 @@ MAX_SOURCE = 4 << 20  # a larger .cu is compiled as it is
 
 def light_source(text: str) -> str | None:
     """``text`` with each ``torch/extension.h`` include made ``torch/types.h``; or, in a ``.cu`` that has none,
-    without the ``torch/types.h`` that ``load_inline`` put in front of it (a blank line instead: the line numbers stay),
-    for one that includes the light headers its kernels use. None where neither applies."""
+    without the ``torch/types.h`` that ``load_inline`` put in front of it (a comment line instead: the line numbers
+    stay), for one that includes the light headers its kernels use. None where neither applies."""
     if HEAVY.search(text):
         return HEAVY.sub(LIGHT, text)
     if text.startswith(IMPLICIT):
@@ -55,10 +55,11 @@ def light_source(text: str) -> str | None:
 
 
 def wrap(real: str, args: list[str]) -> int:
-    """Run nvcc with ``args``: a ``.cu`` compile that includes ``torch/extension.h`` first with the lighter copy."""
+    """Run nvcc with ``args``: a ``.cu`` compile that :func:`light_source` can lighten first with the lighter copy.
+    (``KB_LIGHT_HEADERS=0`` is read by the judge, which then does not set this wrapper at all.)"""
     source = _cu_source(args)
     light = None
-    if source is not None and os.environ.get("KB_LIGHT_HEADERS", "1") != "0":
+    if source is not None:
         try:
             if source.stat().st_size <= MAX_SOURCE:
                 light = light_source(source.read_text(errors="replace"))

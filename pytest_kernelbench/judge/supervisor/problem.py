@@ -127,7 +127,7 @@ class SandboxedProblem:
         runners.problem = self.side
         runners.set_up(self.side)
         source = Path(ctx.spec.problem_path).read_text()
-        for needed in NEEDED:  # the reference's runner loads Model; these two only this one
+        for needed in NEEDED:  # by name only: none of its code runs here
             if needed not in source:
                 raise Verdict("harness_error", f"the client's problem defines no {needed}")
         runners.ask(self.side, p.Load(source + VALUES_SHIM, "kb_problem.py", VALUES_CLASS), p.Done)
