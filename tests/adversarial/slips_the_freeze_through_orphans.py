@@ -4,11 +4,13 @@ watches the runner and burns the CPU only while the runner is stopped, that is w
 that stops the candidate by walking that tree (SIGSTOP to each process it finds) never finds them: the reference is
 timed on a busy machine and the candidate looks faster. Judged without bwrap (no PID namespace that would keep the
 orphans below the runner): only the runner's cgroup, frozen whole, holds them. Named {{MARKER}} so that the test can
-look for them on the whole machine afterwards."""
+look for them on the whole machine afterwards. Judged with the judge's own pairs of runners (``pairs: 0``): with one pair
+a copy of the reference leaned either way beside load (0.65-1.84x, docs/history/judge-log.md), as users never judge it."""
 # judge: correct|rejected
 # speedup-below: 1.3
 # problem: timing
 # sandbox: off
+# pairs: 0
 # check: no-survivor
 import os
 import sys
