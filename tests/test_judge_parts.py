@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import socket
@@ -18,7 +19,7 @@ from pytest_kernelbench.judge import protocol as p
 from pytest_kernelbench.judge.compare import Sealer, compare_tensors
 from pytest_kernelbench.judge.procs import ProcessTree, descendants, kill_tree
 from pytest_kernelbench.judge.sandbox import SECRET_NAME, TIMING_ENV, Mounts, SandboxInfo, bwrap_command, runner_env
-from pytest_kernelbench.judge.stats import PROCESS_SD, PairTiming, another_pair, combine_pairs, speedup_interval, wall_check
+from pytest_kernelbench.judge.stats import PROCESS_SD, PairTiming, another_pair, cap_matters, combine_pairs, speedup_interval, wall_check
 from pytest_kernelbench.judge.transport import MAX_MESSAGE, Channel, ProtocolError, SharedBuffer
 
 
@@ -377,6 +378,19 @@ def test_a_gain_below_the_clocks_resolution_is_capped_and_a_loss_is_not():
     slow_ms, slow_wall = _calls(0.8, 0.8, 0.3)
     slow = wall_check(ref_ms, ref_wall, slow_ms, slow_wall, "cuda")
     assert slow.ok and not slow.capped and slow.confirmed_ms == pytest.approx(0.8)
+
+
+def test_a_capped_batch_is_timed_again_only_where_the_cap_costs_more_than_the_band():
+    ref_ms, ref_wall = _calls(0.5, 0.5, 0.3)
+    tiny_ms, tiny_wall = _calls(0.05, 0.05, 0.3)  # capped to the clock's resolution: several times its claim
+    tiny = wall_check(ref_ms, ref_wall, tiny_ms, tiny_wall, "cuda")
+    assert cap_matters(tiny, 0.05, gpu=True) and cap_matters(tiny, 0.05, gpu=False)
+    slow = wall_check(ref_ms, ref_wall, *_calls(0.8, 0.8, 0.3), "cuda")
+    assert not cap_matters(slow, 0.8, gpu=True)  # not capped at all
+    near = dataclasses.replace(tiny, confirmed_ms=1.015, capped=True)  # capped 1.5% above a 1.0 ms claim
+    assert not cap_matters(near, 1.0, gpu=True) and not cap_matters(near, 1.0, gpu=False)
+    past = dataclasses.replace(near, confirmed_ms=1.03)  # 3%: past the GPU's band (2%), within the CPU's (5%)
+    assert cap_matters(past, 1.0, gpu=True) and not cap_matters(past, 1.0, gpu=False)
 
 
 def test_a_gain_the_rounds_spread_cannot_resolve_is_noisy_and_a_steady_one_is_not():

