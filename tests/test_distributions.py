@@ -89,7 +89,8 @@ def test_special_values_keep_signs_and_take_each_value_in_a_share():
 
 
 # An argmax that answers the last of equal maxima (torch answers the first): right while a row's values are distinct, as
-# randn's, scaled, shifted or uniform, are; wrong where special values put the tensor's largest value twice in a row.
+# randn's, scaled, shifted or uniform, nearly always are (a uniform set ties a row's maximum rarely: none in 2,000 sets
+# of 16 rows here, but a CI rehearsal drew one); wrong where special values put the tensor's largest value twice in a row.
 ARGMAX = _problem("94_RowArgMax", "return torch.argmax(x, dim=1)", "torch.randn(16, 1024)")
 LAST_ARGMAX = _candidate("return x.shape[1] - 1 - torch.argmax(x.flip(1), dim=1)")
 
@@ -97,7 +98,8 @@ LAST_ARGMAX = _candidate("return x.shape[1] - 1 - torch.argmax(x.flip(1), dim=1)
 def test_special_values_catch_an_answer_that_holds_only_while_a_rows_values_are_distinct():
     assert evaluate(ARGMAX, LAST_ARGMAX, cpu_config(inputs="standard", trials=5)).outcome is Outcome.CORRECT
     result = evaluate(ARGMAX, LAST_ARGMAX, cpu_config(inputs="varied", trials=5))
-    assert result.outcome is Outcome.INCORRECT and "trial 5/5 (inputs special values)" in result.message, result.message
+    caught_by = ("trial 5/5 (inputs special values)", "(inputs uniform)")  # the second: a drawn tie, caught as well
+    assert result.outcome is Outcome.INCORRECT and any(why in result.message for why in caught_by), result.message
     first = _candidate("return torch.argmax(x.clone(), dim=1)")
     honest = evaluate(ARGMAX, first, cpu_config(inputs="varied", trials=5))
     assert honest.outcome is Outcome.CORRECT, honest.message
