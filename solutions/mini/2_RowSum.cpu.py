@@ -6,41 +6,28 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 _cpp_source = r"""
-// Only the headers the code uses: <torch/extension.h> (all of torch's C++ API) takes half as long again to compile.
-#include <torch/python.h>
-#include <ATen/ops/zeros.h>
-#include <ATen/Parallel.h>
-#include <vector>
+// pybind11 only, on raw pointers: torch's C++ headers (<torch/extension.h>, even <torch/python.h>) are most of a build's
+// compile time (about 28 s here against 8); ModelNew checks and allocates the tensors.
+#include <pybind11/pybind11.h>
+#include <cstdint>
 
-at::Tensor row_sum(at::Tensor x) {
-    TORCH_CHECK(x.device().is_cpu(), "row_sum: expected a CPU tensor");
-    TORCH_CHECK(x.scalar_type() == at::kFloat, "row_sum: expected float32");
-    TORCH_CHECK(x.dim() >= 1, "row_sum: expected at least 1 dimension");
-    auto xc = x.contiguous();
-    const int64_t cols = xc.size(-1);
-    const int64_t rows = cols == 0 ? 0 : xc.numel() / cols;
-    std::vector<int64_t> out_sizes(xc.sizes().begin(), xc.sizes().end() - 1);
-    auto out = at::zeros(out_sizes, xc.options());
-    if (cols == 0) return out;
-    const float* src = xc.data_ptr<float>();
-    float* dst = out.data_ptr<float>();
-    const int64_t grain = std::max<int64_t>(1, (1 << 16) / cols);
-    at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-            const float* row = src + r * cols;
-            float acc[16] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f,
-                             0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-            int64_t j = 0;
-            for (; j + 16 <= cols; j += 16) {
-                for (int k = 0; k < 16; ++k) acc[k] += row[j + k];
-            }
-            float s = 0.f;
-            for (int k = 0; k < 16; ++k) s += acc[k];
-            for (; j < cols; ++j) s += row[j];
-            dst[r] = s;
+void row_sum(std::uintptr_t x_ptr, std::uintptr_t out_ptr, std::int64_t rows, std::int64_t cols) {
+    const float* src = reinterpret_cast<const float*>(x_ptr);
+    float* dst = reinterpret_cast<float*>(out_ptr);
+    #pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const float* row = src + r * cols;
+        float acc[16] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f,
+                         0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        std::int64_t j = 0;
+        for (; j + 16 <= cols; j += 16) {
+            for (int k = 0; k < 16; ++k) acc[k] += row[j + k];
         }
-    });
-    return out;
+        float s = 0.f;
+        for (int k = 0; k < 16; ++k) s += acc[k];
+        for (; j < cols; ++j) s += row[j];
+        dst[r] = s;
+    }
 }
 """
 
@@ -51,6 +38,7 @@ _ext = load_inline(
     name="kb_mini_row_sum_cpu",
     cpp_sources=_cpp_source,
     functions=["row_sum"],
+    with_pytorch_error_handling=False,  # plain pybind11 bindings (torch's wrapper needs its headers)
     extra_cflags=["-O3", "-fopenmp"],
     extra_ldflags=["-fopenmp"],
     verbose=False,
@@ -63,4 +51,11 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        return _ext.row_sum(x)
+        if x.dtype != torch.float32 or x.device.type != "cpu" or x.dim() < 1:
+            raise TypeError("row_sum: expected a float32 CPU tensor of at least 1 dimension")
+        x = x.contiguous()
+        out = torch.empty(x.shape[:-1], dtype=x.dtype)
+        if x.shape[-1] == 0:
+            return out.zero_()
+        _ext.row_sum(x.data_ptr(), out.data_ptr(), out.numel(), x.shape[-1])
+        return out

@@ -6,10 +6,9 @@ import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
 _cpp_source = r"""
-// Only the headers the code uses: <torch/extension.h> (all of torch's C++ API) takes half as long again to compile.
-#include <torch/python.h>
-#include <ATen/ops/empty_like.h>
-#include <ATen/Parallel.h>
+// pybind11 only, on raw pointers: torch's C++ headers (<torch/extension.h>, even <torch/python.h>) are most of a build's
+// compile time (about 28 s here against 8); ModelNew checks and allocates the tensors.
+#include <pybind11/pybind11.h>
 #include <cstdint>
 #include <cstring>
 #include <cfloat>
@@ -86,23 +85,12 @@ static softmax_row_fn pick_softmax_row() {
     return softmax_row_generic;
 }
 
-at::Tensor softmax_lastdim(at::Tensor x) {
-    TORCH_CHECK(x.device().is_cpu(), "softmax_lastdim: expected a CPU tensor");
-    TORCH_CHECK(x.scalar_type() == at::kFloat, "softmax_lastdim: expected float32");
-    TORCH_CHECK(x.dim() >= 1, "softmax_lastdim: expected at least 1 dimension");
-    auto xc = x.contiguous();
-    auto out = at::empty_like(xc);
-    const int64_t cols = xc.size(-1);
-    if (cols == 0 || xc.numel() == 0) return out;
-    const int64_t rows = xc.numel() / cols;
-    const float* src = xc.data_ptr<float>();
-    float* dst = out.data_ptr<float>();
-    const int64_t grain = std::max<int64_t>(1, (1 << 14) / cols);
+void softmax_lastdim(std::uintptr_t x_ptr, std::uintptr_t out_ptr, std::int64_t rows, std::int64_t cols) {
+    const float* src = reinterpret_cast<const float*>(x_ptr);
+    float* dst = reinterpret_cast<float*>(out_ptr);
     static const softmax_row_fn row_fn = pick_softmax_row();
-    at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) row_fn(src + r * cols, dst + r * cols, cols);
-    });
-    return out;
+    #pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) row_fn(src + r * cols, dst + r * cols, cols);
 }
 """
 
@@ -113,6 +101,7 @@ _ext = load_inline(
     name="kb_mini_softmax_cpu",
     cpp_sources=_cpp_source,
     functions=["softmax_lastdim"],
+    with_pytorch_error_handling=False,  # plain pybind11 bindings (torch's wrapper needs its headers)
     # -fno-trapping-math / -ffinite-math-only / -fno-signed-zeros let gcc turn the
     # compare-selects (max, clamp) into SIMD max instructions, so all row loops vectorise.
     extra_cflags=["-O3", "-fopenmp", "-fno-trapping-math", "-ffinite-math-only", "-fno-signed-zeros"],
@@ -127,4 +116,10 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        return _ext.softmax_lastdim(x)
+        if x.dtype != torch.float32 or x.device.type != "cpu" or x.dim() < 1:
+            raise TypeError("softmax_lastdim: expected a float32 CPU tensor of at least 1 dimension")
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        if x.numel():
+            _ext.softmax_lastdim(x.data_ptr(), out.data_ptr(), x.numel() // x.shape[-1], x.shape[-1])
+        return out
