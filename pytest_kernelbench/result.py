@@ -33,6 +33,17 @@ def claimable_speedup(result: Any) -> float:
     return speedup
 
 
+def rewarded_speedup(result: Any) -> float | None:
+    """The speedup a reward takes (:func:`pytest_kernelbench.outcome.reward`): the printed one, except that a noisy gain
+    counts as none (1.0). Noise the judge cannot tell from a gain pays nothing, as a gain its clock cannot resolve is not
+    printed: on a loaded CPU a candidate's own helper processes widened the noise of a copy of the reference to 1.47x
+    (docs/timing-fidelity.md, "A verdict on a busy machine"). A noisy loss counts in full."""
+    speedup = getattr(result, "speedup", None)
+    if speedup is not None and speedup > 1.0 and is_noisy(result):
+        return 1.0
+    return speedup
+
+
 @dataclasses.dataclass
 class TimingStats:
     """Summary of repeated timings, in milliseconds, with the raw samples kept."""
@@ -108,7 +119,7 @@ class EvalResult:
 
     @property
     def reward(self) -> float | None:
-        return reward(self.outcome, self.speedup)
+        return reward(self.outcome, rewarded_speedup(self))
 
     @property
     def correct(self) -> bool:

@@ -32,7 +32,9 @@ def test_openreward_service_judges_a_cuda_candidate(tmp_path, monkeypatch):
                 judged = session.call_tool("run_kernel", {"code": CUDA_SOLUTION})
                 done = session.call_tool("finish", {})
     assert judged.metadata["outcome"] == "correct", judged.blocks[0].text
-    assert judged.reward == pytest.approx(judged.metadata["speedup"] - 1) and done.finished and done.reward == judged.reward
+    speedup = judged.metadata["speedup"]  # a noisy gain pays nothing (result.rewarded_speedup): no gain, or the gain
+    assert judged.reward in (pytest.approx(speedup - 1), *((0.0,) if speedup > 1 else ()))
+    assert done.finished and done.reward == judged.reward
 
 
 def test_verifiers_environment_judges_a_cuda_candidate(monkeypatch):
@@ -46,4 +48,5 @@ def test_verifiers_environment_judges_a_cuda_candidate(monkeypatch):
     assert "CUDA" in sent[0][0]["content"] and len(sent) == 1
     (turn,) = trace.info["kb_turns"]
     assert turn["outcome"] == "correct", turn["message"]
-    assert trace.rewards["reward"].score == pytest.approx(turn["speedup"] - 1) and trace.metrics["test_accuracy"] == 1.0
+    score, speedup = trace.rewards["reward"].score, turn["speedup"]  # a noisy gain pays nothing (result.rewarded_speedup)
+    assert score in (pytest.approx(speedup - 1), *((0.0,) if speedup > 1 else ())) and trace.metrics["test_accuracy"] == 1.0

@@ -10,6 +10,7 @@ import pytest
 import torch  # imported before pytester snapshots sys.modules: torch must not be imported twice
 
 from helpers import BROKEN, DATA, REPO, SHARED_KB
+from pytest_kernelbench.result import EvalResult, rewarded_speedup
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 TINY = DATA / "tiny"
@@ -172,7 +173,7 @@ def test_baseline_run_writes_json_junit_and_benchmark(pytester, monkeypatch):
 
     props = {p.get("name"): p.get("value") for p in ET.parse(junit).iter("property")}
     assert props["outcome"] == "correct" and float(props["speedup"]) == pytest.approx(row["speedup"])
-    assert float(props["reward"]) == pytest.approx(row["speedup"] - 1)
+    assert float(props["reward"]) == pytest.approx(row["reward"]) == pytest.approx(rewarded_speedup(EvalResult.from_dict(row)) - 1)
     assert props["tolerance"] == row["tolerance"]["name"] == "kernelbench"  # level 9 is no PIKE level: KernelBench's
 
     (bench_row,) = json.loads(bench.read_text())["benchmarks"]

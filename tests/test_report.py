@@ -9,7 +9,7 @@ from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.report.summary import fast_p, geomean_speedup, summarize
 from pytest_kernelbench.report.terminal import render_summary
 from pytest_kernelbench.report.writer import SCHEMA, ReportWriter, load_report
-from pytest_kernelbench.result import EvalResult, TimingStats
+from pytest_kernelbench.result import EvalResult, TimingStats, rewarded_speedup
 
 
 def result(name, outcome, speedup=None):
@@ -46,6 +46,21 @@ def test_a_noisy_gain_counts_in_fast_p_only_as_far_as_its_interval_goes_and_is_m
     assert summarize([noisy, steady])["noisy_speedup"] == ["n"]
     text = render_summary([noisy, steady], verbose=True, width=140)
     assert "1.80x~ 0.90-3.60" in text and "noisy speedups (x~, not counted as gains in fast_p): n" in text
+
+
+def test_a_noisy_gain_pays_no_reward_and_a_noisy_loss_pays_in_full():
+    """Noise the judge cannot tell from a gain pays nothing (a candidate's own helper processes can widen it on a loaded
+    CPU); a steady gain pays speedup - 1, a noisy loss its own speedup - 1."""
+    def judged(speedup, noisy, interval):
+        r = result("r", Outcome.CORRECT, speedup)
+        r.extra.speedup_noisy, r.extra.speedup_interval = noisy, interval
+        return r
+
+    assert judged(1.47, True, [0.6, 2.2]).reward == 0.0
+    assert judged(1.8, False, [1.7, 1.9]).reward == pytest.approx(0.8)
+    assert judged(0.7, True, [0.4, 1.2]).reward == pytest.approx(-0.3)
+    assert judged(1.47, True, [0.6, 2.2]).to_dict()["reward"] == 0.0  # the JSON report, JUnit and the service take it
+    assert rewarded_speedup(judged(1.47, True, [0.6, 2.2])) == 1.0 and rewarded_speedup(result("d", Outcome.INCORRECT)) is None
 
 
 def test_geomean_over_correct_results_only():

@@ -44,7 +44,8 @@ from pytest_kernelbench.problems import Problem
 TOOLS = [
     {"type": "function", "function": {
         "name": "run_kernel", "description": "Judge a ModelNew against the task's reference: correctness, then speed. Answers the "
-        "outcome, the reward (speedup - 1 when correct; -2 incorrect ... -7 timeout) and the judge's message.",
+        "outcome, the reward (speedup - 1 when correct, 0 for a gain the timing cannot tell from noise; -2 incorrect ... -7 "
+        "timeout) and the judge's message.",
         "parameters": {"type": "object", "properties": {"code": {"type": "string", "description": "complete Python source "
                        "defining class ModelNew"}}, "required": ["code"]}}},
     {"type": "function", "function": {

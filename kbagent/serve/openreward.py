@@ -10,7 +10,7 @@ The environment is ``kernelbench``, shaped as OpenReward's KernelBench environme
 * **prompt**: the task's prompt (the same words as the native episodes');
 * **tools**: ``run_kernel`` (``code``: the complete Python source; or OpenReward's fields ``python`` with the optional
   ``cuda`` and ``cpp`` sources, which the Python code sees as the strings ``cuda_source`` and ``cpp_source``), whose
-  reward is the judge's (speedup - 1 when correct; -2 incorrect ... -7 timeout; none for the judge's own failure), and
+  reward is the judge's (speedup - 1 when correct, 0 for a noisy gain; -2 incorrect ... -7 timeout; none for the judge's own failure), and
   ``finish``, which ends the episode with the best reward of its calls.
 
 Every session is an episode of the service's log (``--state``/episodes.jsonl), the app sits behind the service's
@@ -146,8 +146,8 @@ class KernelBenchBase(Environment):
     async def run_kernel(self, params: RunKernelInput) -> ToolOutput:
         """Judge a ModelNew against the task's reference: correctness on fresh inputs, then speed. Give `code` (the complete
         Python source defining class ModelNew) or `python` with the optional `cuda` and `cpp` sources it compiles (seen
-        by the Python code as the strings cuda_source and cpp_source). The reward is speedup - 1 when correct; -2
-        incorrect ... -7 timeout."""
+        by the Python code as the strings cuda_source and cpp_source). The reward is speedup - 1 when correct (0 for a
+        gain the timing cannot tell from noise); -2 incorrect ... -7 timeout."""
         try:
             code = candidate_source(params)
         except ValueError as exc:
