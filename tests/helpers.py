@@ -92,3 +92,10 @@ if not _lib.exists():
     _lib.with_suffix(".cpp").write_text({code!r} + "\\n")
     _sp.run([_os.environ.get("CXX", "g++"), "-O2", "-shared", "-fPIC", str(_lib.with_suffix(".cpp")), "-o", str(_lib)], check=True)
 """
+
+
+def assert_reward_of_a_correct(reward: float, speedup: float) -> None:
+    """A correct result's reward: speedup - 1, or 0 for a gain the judge marked noisy (result.rewarded_speedup), where the
+    answer at hand does not carry the noisy flag."""
+    allowed = [speedup - 1] + ([0.0] if speedup > 1 else [])
+    assert any(abs(reward - a) <= 1e-9 + 1e-6 * abs(a) for a in allowed), (reward, speedup)

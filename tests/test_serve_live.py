@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from helpers import BROKEN, DATA, TESTS, TINY_PROBLEM
+from helpers import BROKEN, DATA, TESTS, TINY_PROBLEM, assert_reward_of_a_correct
 
 TINY = TINY_PROBLEM.read_text()
 CHEAT = (TESTS / "adversarial" / "modifies_input.py").read_text()  # writes into its input: rejected
@@ -105,7 +105,7 @@ def test_concurrent_clients_a_cheat_and_an_episode_that_survives_a_kill(tmp_path
             thread.join(timeout=240)
         assert all("error" not in answer for answer in answers.values()), answers
         assert answers["correct"]["outcome"] == "correct" and answers["correct"]["problem"] == "L9-1_TinyLinear"
-        assert answers["correct"]["reward"] == answers["correct"]["speedup"] - 1
+        assert_reward_of_a_correct(answers["correct"]["reward"], answers["correct"]["speedup"])
         cheat = answers["cheat"]
         assert (cheat["outcome"], cheat["reward"]) == ("rejected", -2.0) and "modified input 0 in place" in cheat["message"]
         run_, finish = answers["episode_run"], answers["finish"]

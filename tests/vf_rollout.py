@@ -83,7 +83,8 @@ def check_chat(trace: dict, sent: list[list[dict]]) -> None:
     turns = trace["info"]["kb_turns"]
     assert [t["outcome"] for t in turns] == ["no_code", "incorrect", "correct"], turns
     best = turns[2]["reward"]
-    assert abs(best - (turns[2]["speedup"] - 1)) < 1e-9
+    speedup = turns[2]["speedup"]  # speedup - 1, or 0 for a gain the judge marked noisy (result.rewarded_speedup)
+    assert abs(best - (speedup - 1)) < 1e-9 or (speedup > 1 and best == 0.0), (best, speedup)
     metrics, rewards = trace["metrics"], trace["rewards"]
     assert abs(rewards["reward"]["score"] - best) < 1e-9 and metrics["best_reward"] == metrics["last_reward"] == best, trace
     assert metrics["test_accuracy"] == 1.0 and metrics["best_run_correctness_score"] == 1.0 and metrics["turns"] == 3.0
