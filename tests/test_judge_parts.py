@@ -608,7 +608,7 @@ def _tree_states(root: int) -> dict[tuple[int, str], str]:
         for tid in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []:
             try:
                 stat = Path(f"/proc/{pid}/task/{tid}/stat").read_bytes()
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):  # the task ended meanwhile (ESRCH between open and read)
                 continue
             states[(pid, tid)] = chr(stat[stat.rfind(b")") + 2])
     return states

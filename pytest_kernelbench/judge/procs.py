@@ -155,12 +155,12 @@ def _children(pid: int) -> list[int]:
     kids: list[int] = []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
+    except _GONE:
         return kids
     for tid in tasks:
         try:
             kids += [int(k) for k in _read(f"/proc/{pid}/task/{tid}/children").split()]
-        except FileNotFoundError:
+        except _GONE:
             continue
     return kids
 
@@ -234,7 +234,7 @@ class ProcessTree:
         """Whether every thread of ``pid`` is stopped; the children of each newly stopped one are stopped too."""
         try:
             tasks = os.listdir(f"/proc/{pid}/task")
-        except FileNotFoundError:
+        except _GONE:
             return True
         done = True
         for tid in tasks:
@@ -246,7 +246,7 @@ class ProcessTree:
                     done = False
                     continue
                 kids = [int(k) for k in _read(f"/proc/{pid}/task/{tid}/children").split()]
-            except FileNotFoundError:
+            except _GONE:
                 continue
             settled.add((pid, tid))
             for kid in kids:
@@ -279,6 +279,11 @@ class ProcessTree:
                     with contextlib.suppress(OSError):
                         os.close(fd)
                 self.members.pop(pid, None)
+
+
+# A /proc entry of a task that ended while it was read: gone before the open (FileNotFoundError) or between the open and
+# the read (ESRCH: ProcessLookupError). A candidate's tree forks and ends tasks as it likes; either is "not there".
+_GONE = (FileNotFoundError, ProcessLookupError)
 
 
 def _read(path: str) -> bytes:
