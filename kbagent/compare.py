@@ -21,7 +21,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from pytest_kernelbench.report.summary import geomean_speedup, is_noisy
+from pytest_kernelbench.report.summary import capped_mark, geomean_speedup, is_noisy
 from pytest_kernelbench.result import EvalResult
 
 
@@ -111,7 +111,7 @@ def _outcomes(row: Row) -> str:
 def _speedup(r: EvalResult | None) -> str:
     if r is None or r.speedup is None:
         return "-"
-    return f"{r.speedup:.3f}x" + ("~" if is_noisy(r) else "")
+    return f"{r.speedup:.3f}x" + ("~" if is_noisy(r) else "") + capped_mark(r)
 
 
 def _ms(r: EvalResult | None) -> str:

@@ -136,3 +136,32 @@ def test_the_judges_cgroups_stay_inside_its_own():
     assert str(SUPPORT.unified).endswith(own["0"].rstrip("/") + "/kernelbench")
     if SUPPORT.memory_v1:
         assert str(SUPPORT.memory).endswith(own["memory"].rstrip("/") + "/kernelbench")
+
+
+def test_a_freeze_that_does_not_finish_is_the_candidates_failure_not_a_stopped_tree():
+    """A tree whose cgroup is not seen frozen (a task held inside the kernel) may still run while the reference is
+    timed: the side says so (the supervisor makes it the candidate's failure) instead of counting it stopped."""
+    from pytest_kernelbench.judge.supervisor.sides import Side, StillRunning
+
+    class Unfreezable:
+        frozen = False
+        thawed = 0
+
+        def freeze(self):
+            self.frozen = True
+            return False
+
+        def thaw(self):
+            self.thawed += 1
+
+    class Running:
+        pid, cgroup = os.getpid(), Unfreezable()
+
+        def poll(self):
+            return None
+
+    side = Side("candidate", channel=None, process=Running(), log=Path(os.devnull))
+    with pytest.raises(StillRunning, match="still running .* after their cgroup was frozen"):
+        side.freeze()
+    side.thaw()  # thawed as any frozen side, so a later kill finds it runnable
+    assert Running.cgroup.thawed == 1 and not side.frozen

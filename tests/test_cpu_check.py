@@ -181,6 +181,11 @@ def test_a_cuda_or_torch_header_missing_here_is_the_machines_fault_and_names_wha
     (wheels / "cusparse.h").write_text("")
     here = f"{light}:10:10: fatal error: cusparse.h: No such file or directory"
     assert missing_header(here, home, torch_include, {"CPLUS_INCLUDE_PATH": str(wheels)}) == ""
+    # paths the OS cannot take (the message is the candidate's text) are the candidate's compile error, not an exception
+    for bad in (f"{ours}\0x:3:10: fatal error: cusparse.h: No such file or directory",
+                f"{light}:10:10: fatal error: cusparse\0.h: No such file or directory",
+                f"{'x/' * 5000}a:1:1: fatal error: cusparse.h: No such file or directory"):
+        assert missing_header(bad, home, torch_include, {}) in ("", missing_header(bad.replace("\0", ""), home, torch_include, {})), bad
 
 
 def test_the_judges_headers_come_after_the_command_lines_and_never_shadow_torchs(tmp_path):

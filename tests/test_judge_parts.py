@@ -743,3 +743,44 @@ def test_a_halved_claim_the_bound_cannot_tell_from_noise_is_credited_with_the_cl
     assert busy.capped and 2.0 / busy.confirmed_ms < 1.2, busy  # ... and gains nothing by it
     honest = wall_check(ref_ms, busy_ref, *_calls(1.0, 1.0, 0.3), "cpu")  # a real 2x on the same busy machine
     assert 1.6 < 2.0 / honest.confirmed_ms < 2.4, honest
+
+
+def test_the_references_device_oom_beside_a_candidate_holding_memory_is_the_candidates_failure(tmp_path):
+    """Issue 45: device memory the candidate took is its doing. The reference's runner running out of it in a stage
+    where the candidate's code has run is the candidate's runtime_error; before (or on CPU, or any other failure of
+    the reference) it stays the judge's."""
+    import subprocess
+    from types import SimpleNamespace
+
+    from pytest_kernelbench.judge.supervisor.sides import Runners, Side
+
+    class Channel:
+        def send(self, *args):
+            pass
+
+        def close(self):
+            pass
+
+    def side(name, trusted):
+        process = subprocess.Popen(["sleep", "60"])
+        process.cgroup = None
+        return Side(name, Channel(), process, tmp_path / f"{name}.log", trusted=trusted)
+
+    oom = "CUDA out of memory. Tried to allocate 2.00 GiB"
+    for on_gpu, stage, text, expected in [(True, "time", oom, "runtime_error"), (True, "reference", oom, "harness_error"),
+                                          (False, "time", oom, "harness_error"), (True, "time", "segfault", "harness_error")]:
+        ctx = SimpleNamespace(on_gpu=on_gpu, cfg=SimpleNamespace(log_chars=100, max_memory_gb=0),
+                              found=SimpleNamespace(add_cpu=lambda *args: None))
+        runners = Runners(ctx, device=None)
+        runners.reference, runners.candidate = side("reference", True), side("candidate", False)
+        try:
+            verdict = runners.failure(runners.reference, stage, text)
+            assert verdict.outcome == expected, (on_gpu, stage, text, verdict.message)
+            if expected == "runtime_error":  # the candidate is stopped with its verdict
+                assert runners.candidate.process.wait(5) == -9
+            else:
+                assert runners.candidate.alive()
+        finally:
+            for s in (runners.reference, runners.candidate):
+                s.process.kill()
+                s.process.wait()

@@ -395,6 +395,8 @@ def test_a_load_inline_candidate_is_judged_with_the_shared_header(tmp_path):
     assert [e["event"] for e in events] == ["built", "used", "used"], events
     assert len({e["source"] for e in events[1:]}) == 2
     assert [r.extra.pch for r in outcomes] == [{"built": 1, "used": 1}, {"used": 1}]
+    # the first step's wait for the judge's header is the judge's time, not its compile's
+    assert outcomes[0].stage_seconds.get("pch", 0) > 5 and outcomes[0].stage_seconds.get("compile", 0) < 300, outcomes[0].stage_seconds
     # A re-judge loads the cached library: no build step, and its old requests are not served again.
     again = evaluate(problem, Candidate(CPP_CANDIDATE.replace("OFFSET", "0"), "", "offset=0"), config)
     assert again.outcome.value == "correct" and again.extra.build_cached is True

@@ -185,6 +185,15 @@ def test_a_capped_speedup_says_so_with_both_numbers_wherever_a_person_reads_it()
     row = next(line for line in table.splitlines() if "L1-1_x" in line)
     assert "capped (claimed 1.87x)" in row and "1.00x" in row
     assert "capped" not in next(line for line in table.splitlines() if "L1-2_y" in line)
+    # the other tables a person reads: kbagent table (markdown), solutions-table, kbagent compare
+    from kbagent import compare
+    from pytest_kernelbench.report.markdown import report_table, solutions_tables
+
+    for text in (report_table({}, [capped, plain]), solutions_tables([({}, [capped, plain])], []),
+                 compare.render(compare.compare([plain], [capped, plain], None), [plain], [capped, plain], width=200, color=False)):
+        row = next(line for line in text.splitlines() if "L1-1_x" in line)
+        assert "1.00" in row and "capped (claimed 1.870x)" in row, text
+        assert "capped" not in next(line for line in text.splitlines() if "L1-2_y" in line), text
 
 
 HOSTILE = "L1-1_\x1b[32mcorrect\x1b[0m\r[bold green]48.000x[/bold green]\u202e"

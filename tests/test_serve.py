@@ -47,9 +47,11 @@ class FakeJudge:
         result = EvalResult(problem=problem.id, level=problem.level, problem_id=problem.problem_id, outcome=Outcome.CORRECT,
                             stage="done", device=config.device_label, extra={"interval": [0.5, math.inf]})  # fmt: skip
         if "BLOCK" in candidate.source:
+            began = time.monotonic()
             while not self.gate.is_set():
-                if stop is not None and stop.wait(0.02):
+                if stop is not None and stop.wait(0.02):  # stopped in the candidate's own stage, as the real judge says it
                     result.outcome, result.stage = Outcome.UNKNOWN_ERROR, "run"
+                    result.stage_seconds = {"run": time.monotonic() - began}
                     return result
         found = re.search(r"SPEEDUP=([\d.]+)", candidate.source)
         result.speedup = float(found.group(1)) if found else 1.0

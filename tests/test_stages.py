@@ -71,11 +71,15 @@ def test_time_stepped_aside_is_charged_to_no_one_by_the_supervisor_and_the_contr
     assert watcher.candidate_seconds() < 0.2
 
 
-@pytest.mark.parametrize("stage, outcome", [("stepped_aside", Outcome.HARNESS_ERROR), ("pch", Outcome.HARNESS_ERROR),
-                                            ("time", Outcome.TIMEOUT), ("compile", Outcome.TIMEOUT)])
-def test_the_service_cuts_off_a_request_as_the_candidates_timeout_only_in_a_charged_stage(stage, outcome):
+@pytest.mark.parametrize("stage, spent, outcome", [
+    ("stepped_aside", {"run": 59.0, "stepped_aside": 1.0}, Outcome.HARNESS_ERROR), ("pch", {"pch": 60.0}, Outcome.HARNESS_ERROR),
+    ("time", {"run": 20.0, "time": 40.0}, Outcome.TIMEOUT), ("compile", {"compile": 60.0}, Outcome.TIMEOUT),
+    # the request's time went to the judge (a build of another's, the device lock): not the candidate's timeout
+    ("time", {"wait_build": 45.0, "wait_lock": 5.0, "time": 10.0}, Outcome.HARNESS_ERROR)])  # fmt: skip
+def test_the_service_cuts_off_a_request_as_the_candidates_timeout_only_for_its_own_time(stage, spent, outcome):
     from kbagent.serve.pool import _over_limit
 
-    result = _over_limit(EvalResult(problem="L1-1_x", level="1", problem_id=1, outcome=Outcome.UNKNOWN_ERROR, stage=stage), 60)
-    assert result.outcome is outcome and (result.reward is None) == (outcome is Outcome.HARNESS_ERROR)
+    result = _over_limit(EvalResult(problem="L1-1_x", level="1", problem_id=1, outcome=Outcome.UNKNOWN_ERROR, stage=stage,
+                                    stage_seconds=spent), 60, timeout=120)  # fmt: skip
+    assert result.outcome is outcome and (result.reward is None) == (outcome is Outcome.HARNESS_ERROR), result.message
 

@@ -26,6 +26,7 @@ from pytest_kernelbench.candidates import Candidate
 from pytest_kernelbench.config import EvalConfig
 from pytest_kernelbench.judge.controller import evaluate
 from pytest_kernelbench.problems import Problem
+from pytest_kernelbench.report.summary import capped_mark
 from pytest_kernelbench.result import EvalResult
 
 
@@ -108,7 +109,8 @@ class _Search:
     def _report(self, node: Node) -> None:
         if node.status == "evaluated" and node.result is not None:
             r = node.result
-            what = f"correct {r.speedup:.3f}x" if r.correct and r.speedup is not None else f"{r.outcome.value} (stage {r.stage or '-'})"
+            correct = r.correct and r.speedup is not None
+            what = f"correct {r.speedup:.3f}x{capped_mark(r)}" if correct else f"{r.outcome.value} (stage {r.stage or '-'})"
         elif node.status == "dry_run":
             what = "candidate (dry run, not evaluated)"
         else:

@@ -74,7 +74,7 @@ class JudgePool:
                                  status=503, headers={"Retry-After": str(self.retry_after())}) from None  # fmt: skip
             stop.set()
             result = await asyncio.wrap_future(future)
-            return _over_limit(result, self.request_timeout)
+            return _over_limit(result, self.request_timeout, config.timeout)
 
     def _admit(self) -> None:
         with self._lock:
@@ -133,14 +133,20 @@ class JudgePool:
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 
-def _over_limit(result: EvalResult, limit: float) -> EvalResult:
-    """A result stopped by the per-request limit: a timeout when the candidate had the time, else the judge's failure."""
+HAD_THE_TIME = 0.9  # the share of its time a candidate's charged stages took before a request limit is its timeout
+
+
+def _over_limit(result: EvalResult, limit: float, timeout: float) -> EvalResult:
+    """A result stopped by the per-request limit: a timeout when the candidate had the time (its charged stages took
+    most of its own limit, or of the request's, whichever is less), else the judge's failure: the request's time went
+    to the queue, builds, locks or other uncharged stages."""
     stage = result.stage or "start"
-    if stage in UNCHARGED:
+    spent = sum(seconds for name, seconds in result.stage_seconds.items() if name not in UNCHARGED)
+    if stage in UNCHARGED or spent < HAD_THE_TIME * min(limit, timeout):
         result.outcome = Outcome.HARNESS_ERROR
-        result.message = (f"the service's {limit:g} s request limit passed while the judge was in stage '{stage}' "
-                          "(not the candidate's doing)")
+        result.message = (f"the service's {limit:g} s request limit passed in stage '{stage}' after {spent:.1f} s of the "
+                          f"candidate's own stages (its limit: {timeout:g} s): the judge's time, not the candidate's doing")
     else:
         result.outcome = Outcome.TIMEOUT
-        result.message = f"the service's {limit:g} s request limit passed during stage '{stage}'"
+        result.message = f"the service's {limit:g} s request limit passed during stage '{stage}' ({spent:.1f} s of the candidate's stages)"
     return result

@@ -378,6 +378,10 @@ class Requests:
             self._thread = threading.Thread(target=self._serve, args=(entries,), name="kb-pch", daemon=True)
             self._thread.start()
 
+    def building(self) -> bool:
+        """Whether a header the step asked for is being built now (the step's binding compile may be waiting for it)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def close(self) -> dict[str, int]:
         """After the step: serve what is left, log what it used; the counts of what happened."""
         if self._thread is not None:

@@ -64,6 +64,12 @@ class _StatusWatcher:
         spent = sum(v for k, v in self._done.items() if k in stages)
         return spent + (time.monotonic() - self._entered if self.stage in stages else 0.0)
 
+    def split(self) -> dict[str, float]:
+        """Seconds in each stage so far (the current one until now)."""
+        spent = dict(self._done)
+        spent[self.stage] = spent.get(self.stage, 0.0) + time.monotonic() - self._entered
+        return {k: round(v, 4) for k, v in spent.items()}
+
     def candidate_seconds(self) -> float:
         now = time.monotonic()
         total = sum(self._done.values()) + now - self._entered
@@ -180,6 +186,7 @@ def evaluate(
             if config.device == "cuda" and result.correct and not build_only:  # the problem's bound on this GPU
                 result.extra.speed_of_light = sol.speed_of_light(measured, result.device_name, result.ref_ms, result.new_ms)
             return result
+        base.stage_seconds = watcher.split()  # no result of the supervisor's: the split it announced, as seen here
         return _lost(base, why, watcher.stage, proc.returncode, read_tail(log_path, config.log_chars), config, problem)
 
 

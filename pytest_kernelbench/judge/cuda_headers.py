@@ -38,6 +38,7 @@ IN_EXTRA = ("nvidia-cublas", "nvidia-cusparse", "nvidia-cusolver", "nvidia-curan
 _MISSING = re.compile(r'^(?P<file>\S+?)(?::\d+:\d+:|\(\d+\):) (?:fatal|catastrophic) error: '
                       r'(?:(?P<gcc>[^\s:]+): No such file or directory|cannot open source file "(?P<edg>[^"]+)")',
                       re.MULTILINE)  # fmt: skip
+_HEADER_NAME = re.compile(r"[\w.+-]+(?:/[\w.+-]+)*", re.ASCII)
 
 
 def wheel_include_dirs() -> list[str]:
@@ -83,10 +84,16 @@ def missing_header(message: str, cuda_home: str, torch_include: str, env: dict[s
     ours = [os.path.realpath(torch_include), *([home] if home else []), *(os.path.realpath(d) for d in wheel_include_dirs())]
     for found in _MISSING.finditer(message):
         header = found.group("gcc") or found.group("edg")
-        including = os.path.realpath(found.group("file"))
+        if not _HEADER_NAME.fullmatch(header):  # no header of CUDA or torch is named so: the candidate's text
+            continue
+        try:  # the paths are the candidate's text: one the OS cannot take (a NUL byte) is not the machine's fault
+            including = os.path.realpath(found.group("file"))
+            here = any((d / header).is_file() for d in _known_dirs(cuda_home, torch_include, env))
+        except (ValueError, OSError):
+            continue
         from_ours = any(including.startswith(root + os.sep) for root in ours)
         wheel = _wheel_for(header)
-        if not (from_ours or wheel) or any((d / header).is_file() for d in _known_dirs(cuda_home, torch_include, env)):
+        if not (from_ours or wheel) or here:
             continue
         fix = f"pip install {wheel}" if wheel and wheel not in IN_EXTRA else f"{INSTALL} (it has {wheel})" if wheel else (
             f"{INSTALL}, or a CUDA build of torch and a whole CUDA toolkit")  # fmt: skip

@@ -220,6 +220,18 @@ def host_available() -> int | None:
     return min(available, room) if room is not None else available
 
 
+def tree_memory_default() -> int:
+    """The host memory a candidate's tree may hold where ``--kb-max-memory`` sets no limit (its cgroup's ``memory.max``):
+    the host's less a reserve for the judge (a tenth, at least 2 GiB), so that one candidate never runs the host out of
+    memory under the supervisor; 0 where the total is unknown."""
+    try:
+        found = re.search(r"^MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text(), re.M)
+    except OSError:
+        return 0
+    total = int(found.group(1)) * 1024 if found else 0
+    return max(0, total - max(2 << 30, total // 10))
+
+
 def _cgroup_room() -> int | None:
     """The cgroup (v2) limit less its usage, for this process's cgroup; None without a limit."""
     try:

@@ -34,6 +34,7 @@ MAX_TEXT = 20_000  # characters of an error or traceback a reply may carry
 MAX_CALLS = 64  # calls one :class:`Calls` request may carry
 MAX_VALUES = 10_000  # value leaves one output may carry
 MAX_COUNT = 1 << 62  # a byte or launch count a reply may claim
+MAX_MS = 1e9  # a call's claimed time (11 days): sums of claims stay finite, past it the claim is the runner's bad reply
 
 
 class BadReply(Exception):
@@ -280,8 +281,8 @@ def _parse(data: Any, kind: type[Reply]) -> Reply:
         return CalledEach(True, "", parsed)
     if kind is Called:
         ms = _number(data.get("ms"), "'ms'")
-        if ms < 0:
-            raise BadReply(f"'ms' is negative: {ms}")
+        if not 0 <= ms <= MAX_MS:
+            raise BadReply(f"'ms' is {ms!r}, not a time from 0 to {MAX_MS:g} ms")
         values = data.get("values", [])
         if not isinstance(values, list) or len(values) > MAX_VALUES or not all(map(_scalar, values)):
             raise BadReply(f"'values' is not a list of at most {MAX_VALUES} plain values")

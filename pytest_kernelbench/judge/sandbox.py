@@ -276,13 +276,30 @@ class RunnerProcess:
         return counted or tree_rss(self.pid)
 
 
-def preexec(setup: Callable[[], None] | None, fds: list[int]) -> Callable[[], None] | None:
-    """What the child runs before exec: join its cgroup first (nothing of it runs outside), then ``setup``."""
-    if not fds:
-        return setup
+OOM_SCORE_ADJ = b"1000"  # a runner's tree goes first when the host runs out of memory: never the supervisor for it
+
+
+def first_to_kill(open_=os.open, write=os.write, close=os.close) -> None:
+    """Make this process the kernel's first pick of an out-of-memory kill (its children inherit it; a tree without
+    CAP_SYS_RESOURCE, as in the sandbox, cannot lower it back). Import-free: it runs between fork and exec."""
+    try:
+        fd = open_("/proc/self/oom_score_adj", os.O_WRONLY)
+        try:
+            write(fd, OOM_SCORE_ADJ)
+        finally:
+            close(fd)
+    except OSError:
+        pass
+
+
+def preexec(setup: Callable[[], None] | None, fds: list[int]) -> Callable[[], None]:
+    """What the child runs before exec: join its cgroup first (nothing of it runs outside), be the first pick of an
+    out-of-memory kill, then ``setup``."""
 
     def run() -> None:
-        cgroups.join(fds)
+        if fds:
+            cgroups.join(fds)
+        first_to_kill()
         if setup is not None:
             setup()
 

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from . import cgroups
 from .procs import LogPipe, exit_after, kill_tree, reap, tree_rss
-from .sandbox import Mounts, SandboxInfo, bwrap_command, overlay_copies, preexec
+from .sandbox import Mounts, SandboxInfo, bwrap_command, first_to_kill, overlay_copies, preexec
 
 FD_ENV = "KB_RUNNER_ZYGOTE_FD"  # in a supervisor's environment: its end of the zygote's request socket
 NAMESPACES = ("cgroup", "ipc", "uts", "net", "mnt")  # joined by the runner; the PID namespace by its parent
@@ -306,6 +306,7 @@ def _become_runner(libc, request: dict, runner_fd: int, log_fd: int, root_fd: in
     """In the sandbox's PID namespace: join its cgroup first, then its other namespaces and root, give up every
     privilege, serve."""
     cgroups.join(joins)
+    first_to_kill()
     for fd in ns_fds:
         _setns(libc, fd)
     os.fchdir(root_fd)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..result import EvalResult
-from .summary import is_noisy, summarize
+from .summary import capped_mark, is_noisy, summarize
 from .text import printable
 
 
@@ -46,12 +46,12 @@ def report_table(data: dict[str, Any], results: list[EvalResult]) -> str:
 
 
 def _speedup(r: EvalResult) -> str:
-    """The speedup, and for a noisy one that it is, with its interval."""
+    """The speedup, and for a noisy one that it is, with its interval; a capped one says so with the claim."""
     if r.speedup is None or not is_noisy(r):
-        return _num(r.speedup, ".3f")
+        return _num(r.speedup, ".3f") + capped_mark(r)
     low, high = (r.extra.speedup_interval or [None, None])[:2]
     span = f", {low:.2f}-{high:.2f}" if low is not None and high is not None else ""
-    return f"{r.speedup:.3f} (noisy{span})"
+    return f"{r.speedup:.3f} (noisy{span})" + capped_mark(r)
 
 
 def _geomean(values: list[float]) -> float | None:
@@ -107,7 +107,8 @@ def solutions_tables(eager: list[tuple[dict[str, Any], list[EvalResult]]],
             out.append(
                 f"| {printable(name)}{flag} | {outcome} | {_num(e.ref_ms if e else None, '.4g')} | "
                 f"{_num(c.ref_ms if c else None, '.4g')} | "
-                f"{_num(e.new_ms if e else None, '.4g')} | {_num(e.speedup if e and e.correct else None, '.2f')}x | "
+                f"{_num(e.new_ms if e else None, '.4g')} | {_num(e.speedup if e and e.correct else None, '.2f')}x"
+                f"{capped_mark(e) if e and e.correct else ''} | "
                 f"{_num(c.speedup if c and c.correct else None, '.2f')}x |"
             )
         out += [

@@ -81,6 +81,12 @@ def claimed_speedup(result: Any) -> float | None:
     return float(claim) if isinstance(claim, (int, float)) else None
 
 
+def capped_mark(result: Any) -> str:
+    """`` capped (claimed 1.87x)`` after a printed speedup that is the clock's bound; else '' (tables, short lines)."""
+    claim = claimed_speedup(result)
+    return "" if claim is None or getattr(result, "speedup", None) is None else f" capped (claimed {claim:.3f}x)"
+
+
 def capped_note(result: Any) -> str:
     """`` (capped: the runners' timings say 1.87x, the supervisor's clock vouches for 1.00x)`` where the printed speedup
     is the clock's bound rather than the claim; else ''. Every human output of a speedup adds it."""

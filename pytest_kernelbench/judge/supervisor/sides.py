@@ -21,7 +21,8 @@ import torch
 
 from .. import protocol as p
 from ..assignment import describe_exit, read_tail
-from ..cgroups import Cgroup
+from ..cgroups import FROZEN_WAIT_S, Cgroup
+from ..footprint import tree_memory_default
 from ..procs import ProcessTree, descendants, strays, tree_cpu_seconds
 from ..runner import PROFILE_ENV, serve
 from ..sandbox import (
@@ -48,6 +49,10 @@ if TYPE_CHECKING:
     from .buffers import CallSet
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
+
+
+class StillRunning(Exception):
+    """A candidate's tree was not seen stopped after its cgroup was frozen."""
 
 
 @dataclasses.dataclass(eq=False)
@@ -108,7 +113,10 @@ class Side:
         if (self.trusted and not self.client) or self.frozen or not self.alive():
             return False
         if self.process.cgroup is not None:
-            self.process.cgroup.freeze()
+            self.frozen = True  # thawed as usual, even where the freeze did not finish
+            if not self.process.cgroup.freeze():
+                raise StillRunning(f"its processes were still running {FROZEN_WAIT_S:g} s after their cgroup was frozen "
+                                   "(cgroup.freeze; a task held inside the kernel)")
         else:
             self.tree = self.tree or ProcessTree(self.process.pid)
             self.tree.freeze(strays=strays())
@@ -160,6 +168,7 @@ class Runners:
         self.problem: Side | None = None  # a client's problem's values (problem.SandboxedProblem)
         self.sandbox: SandboxInfo | None = None
         self.pch: Requests | None = None  # the running build step's requests for a shared PCH, served while it is waited for
+        self._before_pch, self._pch_mark = "", 0.0  # the stage a header's build interrupted (_uncharge_pch), and when
         self._spawned = 0  # sandboxed processes started: each cgroup's name
         self._roots: set[int] = set()  # the pid of each runner and build step not yet stopped (procs.strays: not a stray)
 
@@ -273,12 +282,16 @@ class Runners:
             self.ctx.found.extra.runner_start = how
 
     def _cgroup(self, name: str) -> Cgroup | None:
-        """A cgroup of its own for a candidate's runner or build step (cgroups.py), bounded by ``--kb-max-memory``."""
+        """A cgroup of its own for a candidate's runner or build step (cgroups.py), bounded by ``--kb-max-memory`` (else
+        by the host's memory less the judge's reserve: footprint.tree_memory_default)."""
         if not self.sandbox.cgroups:
             return None
         self._spawned += 1
-        limit = int(self.ctx.cfg.max_memory_gb * 2**30) if self.ctx.cfg.max_memory_gb > 0 else 0
-        return Cgroup.create(f"{name}-{self._spawned}", memory_max=limit)
+        return Cgroup.create(f"{name}-{self._spawned}", memory_max=self._memory_limit())
+
+    def _memory_limit(self) -> int:
+        gb = self.ctx.cfg.max_memory_gb
+        return int(gb * 2**30) if gb > 0 else tree_memory_default()
 
     @property
     def pin_cpu_runners(self) -> bool:
@@ -346,6 +359,7 @@ class Runners:
                 deadline += self.device.pause_for_timing(side.freeze, side.thaw)
                 if self.pch is not None:
                     self.pch.poll()
+                    deadline += self._uncharge_pch()
             elif self.device.sharing and not side.trusted and time.monotonic() - running > STEP_ASIDE_AFTER:
                 # not fair to a long first call, on purpose: one that will not step aside holds every timer, and every
                 # new reader behind it (H100, level-3 corpus: 28 of 32 in 250 s with a fair share, all 32 in 225 s without)
@@ -399,8 +413,13 @@ class Runners:
         return time.monotonic() - started
 
     def freeze(self, side: Side) -> None:
-        """Stop a candidate's tree between requests; in a GPU time phase, bind its threads to the timing core again."""
-        if side.freeze(self._strays):
+        """Stop a candidate's tree between requests; in a GPU time phase, bind its threads to the timing core again. A
+        tree that does not stop is the candidate's failure: nothing is timed while it may run."""
+        try:
+            stopped = side.freeze(self._strays)
+        except StillRunning as exc:
+            raise self.failure(side, self.ctx.status.stage, str(exc)) from None
+        if stopped:
             self.device.rebind(side.members())
 
     def _strays(self) -> list[int]:
@@ -413,12 +432,18 @@ class Runners:
 
     def failure(self, side: Side, stage: str, text: str) -> Verdict:
         chars = self.ctx.cfg.log_chars
+        if side.trusted and self._memory_the_candidate_took(side, stage, text):
+            self.stop_candidate()
+            return Verdict("runtime_error", f"{_who(side)} ran out of device memory during stage '{stage}' while the candidate's "
+                           f"process held device memory: {text}" + side.log_tail(chars))
         if side.trusted:
             return Verdict("harness_error", f"{_who(side)} failed during stage '{stage}': {text}" + side.log_tail(chars))
         cgroup = side.process.cgroup
         if cgroup is not None and cgroup.oom_killed():  # the kernel's own account of it: over --kb-max-memory
-            text = (f"used more than {self.ctx.cfg.max_memory_gb:g} GB of host memory during stage '{stage}' (killed at its cgroup's "
-                    f"limit, --kb-max-memory): {text}")
+            which = ("--kb-max-memory" if self.ctx.cfg.max_memory_gb > 0
+                     else "the host's memory less the judge's reserve; --kb-max-memory sets it")
+            text = (f"used more than {self._memory_limit() / 2**30:.3g} GB of host memory during stage '{stage}' (killed at its "
+                    f"cgroup's limit, {which}): {text}")
         self.stop(side)
         if stage in CANDIDATE_FAILURE:
             return Verdict(CANDIDATE_FAILURE[stage].value, text + side.log_tail(chars))
@@ -432,6 +457,32 @@ class Runners:
         return Verdict("timeout", f"timed out after {cfg.timeout:g} s during stage '{stage}'" + side.log_tail(cfg.log_chars))
 
     # -------------------------------------------------------------- stopping
+
+    def _uncharge_pch(self) -> float:
+        """While the judge builds a header the build step asked for (its binding compile waits for it, up to KB_PCH_WAIT),
+        the step's time is the judge's: the stage reads 'pch' (uncharged) and the step's deadline moves by as much.
+        Returns the seconds to move it by since the last look."""
+        now, status = time.monotonic(), self.ctx.status
+        if self.pch is not None and self.pch.building():
+            if status.stage != "pch":
+                self._before_pch, self._pch_mark = status.stage, now
+                status.enter("pch")
+                return 0.0
+            spent, self._pch_mark = now - self._pch_mark, now
+            return spent
+        if status.stage == "pch" and self._before_pch:
+            status.enter(self._before_pch)
+            self._before_pch = ""
+            return now - self._pch_mark
+        return 0.0
+
+    def _memory_the_candidate_took(self, side: Side, stage: str, text: str) -> bool:
+        """Whether the reference's runner failed for device memory the candidate took: out of memory on a GPU in a stage
+        where the candidate's code has run and its runner is alive (admission counted every other judge's need before
+        the phase began; a client's problem's runner is the client's, not the candidate's, side)."""
+        candidate = self.candidate
+        return (self.ctx.on_gpu and not side.client and stage in CANDIDATE_FAILURE and candidate is not None
+                and candidate.alive() and "out of memory" in text.lower().replace("_", " "))
 
     def stop(self, side: Side | None) -> None:
         if side is None:
