@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pytest_kernelbench.candidates import load_candidate_file
 from pytest_kernelbench.config import EvalConfig
+from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import problem_from_path
 
 TESTS = Path(__file__).resolve().parent
@@ -99,3 +100,15 @@ def assert_reward_of_a_correct(reward: float, speedup: float) -> None:
     answer at hand does not carry the noisy flag."""
     allowed = [speedup - 1] + ([0.0] if speedup > 1 else [])
     assert any(abs(reward - a) <= 1e-9 + 1e-6 * abs(a) for a in allowed), (reward, speedup)
+
+
+def lie_hidden_by_noise_and_capped(result, detail: str) -> bool:
+    """Whether a clock lie was judged ``correct`` as it must be then: a loaded 2-core machine's noise can widen the
+    wall-clock bound past the lie (docs/timing-fidelity.md, "Timing rounds"; seen in the whole suite beside other tests,
+    2026-11-29; on the H200 beside tests that time on lock folders of their own, 2026-11-30), and then the claim is still
+    the lie and the printed speedup only what the supervisor's clock vouches for."""
+    if result.outcome is not Outcome.CORRECT:
+        return False
+    assert result.extra.wall_check["event_speedup"] > 10 and result.extra.speedup_capped, detail
+    assert result.speedup < 2.0, detail
+    return True

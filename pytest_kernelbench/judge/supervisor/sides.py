@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 
 
+SLOW_FREEZE_S = 0.25  # a stop that took longer is tallied apart (split_s 'freeze.slow')
+
+
 class StillRunning(Exception):
     """A candidate's tree was not seen stopped after its cgroup was frozen."""
 
@@ -415,10 +418,16 @@ class Runners:
     def freeze(self, side: Side) -> None:
         """Stop a candidate's tree between requests; in a GPU time phase, bind its threads to the timing core again. A
         tree that does not stop is the candidate's failure: nothing is timed while it may run."""
+        started = time.perf_counter()
         try:
             stopped = side.freeze(self._strays)
         except StillRunning as exc:
             raise self.failure(side, self.ctx.status.stage, str(exc)) from None
+        finally:  # how long stopping takes (split_s: freeze; freeze.slow for the stops over SLOW_FREEZE_S)
+            spent = time.perf_counter() - started
+            self.ctx.found.tally("split_s", "freeze", spent)
+            if spent > SLOW_FREEZE_S:
+                self.ctx.found.tally("split_s", "freeze.slow", spent)
         if stopped:
             self.device.rebind(side.members())
 
