@@ -322,3 +322,74 @@ def test_a_hostile_candidate_is_judged_never_the_judges_failure(name, deep_tmp):
     result = evaluate(tiny_problem(), Candidate(path.read_text(), str(path), name), config)
     assert result.outcome.value != "harness_error" and result.outcome.value == corpus_headers(path)["judge"], result.message[:2000]
     assert all(not any(cache.iterdir()) for cache in folders["builds"].glob("jit-*"))  # a deep cache is trimmed
+
+
+# A candidate that rewrites the fields of its runner's replies, each with values a seeded draw picks from the edges of
+# what parse_reply takes (and a step past them): what parses must still be judged, by every part downstream (sums of a
+# round's claims, the wall-clock check, the comparison of plain values, the peak memory), as the candidate's outcome.
+EXTREMES = r'''
+import random
+import sys
+
+import torch.nn as nn
+
+_rng = random.Random({seed})
+_EDGES = {{  # within what parses, then (PAST, drawn one time in ten) a step beyond it
+    "ms": [0.0, 1e9, 5e-324, 1e-300, 0.5, -0.0, 2 ** 62 % 10 ** 9],
+    "peak_bytes": [0, 1 << 62, 1],
+    "offstream": [True, False],
+    "mismatch": ["", "x" * 30000, "\x1b[2J\r" * 100],
+    "graph_error": ["", "y" * 30000],
+    "values": [[], [10 ** 18, -(10 ** 18), 1e308, -1e308, 5e-324, True, None, "z" * 500], [2 ** 62] * 100],
+    "structure": [None, {{}}, {{"seq": [{{"t": 1}}] * 50, "tuple": 1}}, {{"kind": "x" * 1000}}],
+}}
+_START = _rng.choice([1, 8, 16, 40])
+_PAST = {{"ms": [1e9 * (1 + 1e-9), 1e300, float("nan")], "peak_bytes": [(1 << 62) + 1, -1, 1.5], "offstream": [1, None],
+         "values": [[0] * 10001, [2 ** 64]]}}
+_transport = sys.modules.get("pytest_kernelbench.judge.transport")
+if _transport is not None:
+    _send = _transport.Channel.send
+
+    _seen = [0]
+
+    def _bend(reply):  # from a seeded reply on: the trials pass first (as a candidate would), then timing is bent too
+        if isinstance(reply, dict) and reply.get("ok") and "ms" in reply:
+            _seen[0] += 1
+            if _seen[0] < _START:
+                return reply
+            for field, edges in _EDGES.items():
+                if _rng.random() < 0.4:
+                    past = field in _PAST and _rng.random() < 0.1
+                    reply = {{**reply, field: _rng.choice(_PAST[field] if past else edges)}}
+        return reply
+
+    def _send_bent(self, message, fds=()):
+        if isinstance(message, dict) and isinstance(message.get("calls"), list):  # a round's replies
+            message = {{**message, "calls": [_bend(c) for c in message["calls"]]}}
+        return _send(self, _bend(message), fds)
+
+    _transport.Channel.send = _send_bent
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.layers = nn.Sequential(*[nn.Sequential(nn.Linear(features, features), nn.ReLU()) for _ in range(4)])
+
+    def forward(self, x):
+        return self.layers(x)
+'''
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, marks=() if s < 3 else pytest.mark.full) for s in range(8)])
+def test_replies_at_the_edges_of_what_parses_are_judged_as_the_candidates_outcome(seed, tmp_path):
+    """Issue 45's property, end to end: whatever a candidate's replies carry, its verdict is its own (any outcome but
+    harness_error and unknown_error), in rounds of one call and of four."""
+    from helpers import DATA
+    from pytest_kernelbench.problems import problem_from_path
+
+    problem = problem_from_path(DATA / "timing" / "level9" / "1_LinearChain.py")
+    for round_calls in (1, 4):
+        config = cpu_config(timeout=60.0, round_calls=round_calls, build_dir=str(tmp_path / "builds"), lock_dir=str(tmp_path / "locks"))
+        result = evaluate(problem, Candidate(EXTREMES.format(seed=seed), "", f"extremes-{seed}"), config)
+        assert result.outcome.value not in ("harness_error", "unknown_error"), (round_calls, result.outcome, result.message[:2000])
