@@ -101,10 +101,12 @@ def test_a_small_fast_problem_is_timed_in_rounds_of_several_calls_and_a_big_one_
 
 def test_judges_share_the_device_for_untimed_work_and_take_turns_to_time(tmp_path):
     """Issue 15: four judges at once on one lock folder. Their correctness trials share the device (each drains the GPU
-    only when it times, alone: judges that waited for a quiet GPU in shared phases waited on each other for ever)."""
+    only when it times, alone: judges that waited for a quiet GPU in shared phases waited on each other for ever). The
+    folder is the machine's, as every other GPU test's: on a folder of its own its judges timed while other tests timed
+    on the same GPU, and both sides' drains waited for the other's work (timeouts in 'time', H200, 2026-11-30)."""
     import concurrent.futures
 
-    config = EvalConfig(device="cuda", timeout=90, lock_dir=str(tmp_path / "locks"), build_dir=str(tmp_path / "builds"))
+    config = EvalConfig(device="cuda", timeout=90, build_dir=str(tmp_path / "builds"))
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda _: evaluate(tiny_problem(), broken("correct"), config), range(4)))
     assert all(r.outcome is Outcome.CORRECT for r in results), [r.message for r in results]

@@ -1,22 +1,14 @@
 """CUDA solution: swish, residual add, scale and clamp fused into one float4 elementwise pass."""
-import inspect
-
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-# The kernels see raw pointers and a stream; ModelNew checks and allocates the tensors. Neither file includes torch's
-# C++ headers, most of a load_inline build's time (the .cu's parse by cudafe++, cicc and the host compiler).
-_cpp = r"""
-#include <pybind11/pybind11.h>
-#include <cstdint>
-int swish_residual_scale(std::uintptr_t x, std::uintptr_t r, std::uintptr_t y, std::int64_t n, double scale,
-                         double clamp_value, std::uintptr_t stream);
-"""
+_cpp = "torch::Tensor swish_residual_scale(torch::Tensor x, torch::Tensor r, double scale, double clamp_value);"
 
 _cuda = r"""
-#include <cuda_runtime.h>
-#include <cstdint>
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
 
 __device__ __forceinline__ float op(float x, float r, float s, float c) {
     float y = (x / (1.0f + __expf(-x)) + r) * s;
@@ -37,43 +29,39 @@ __global__ void swish_tail(const float* __restrict__ x, const float* __restrict_
     if (i < n) y[i] = op(x[i], r[i], s, c);
 }
 
-// Returns the launch's cudaError_t (0: success).
-int swish_residual_scale(std::uintptr_t x, std::uintptr_t r, std::uintptr_t y, std::int64_t n, double scale,
-                         double clamp_value, std::uintptr_t stream_handle) {
-    if (n == 0) return 0;
-    cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
-    const float* xp = reinterpret_cast<const float*>(x);
-    const float* rp = reinterpret_cast<const float*>(r);
-    float* yp = reinterpret_cast<float*>(y);
-    const bool aligned = ((x | r | y) & 15) == 0;
+torch::Tensor swish_residual_scale(torch::Tensor x, torch::Tensor r, double scale, double clamp_value) {
+    TORCH_CHECK(x.is_cuda() && r.is_cuda(), "CUDA tensors expected");
+    TORCH_CHECK(x.scalar_type() == at::kFloat && r.scalar_type() == at::kFloat, "float32 expected");
+    TORCH_CHECK(x.sizes() == r.sizes(), "x and residual must have the same shape");
+    const at::cuda::OptionalCUDAGuard guard(device_of(x));
+    auto xc = x.contiguous(), rc = r.contiguous();
+    auto y = torch::empty_like(xc);
+    const int64_t n = xc.numel();
+    if (n == 0) return y;
+    auto stream = at::cuda::getCurrentCUDAStream();
+    const bool aligned = ((reinterpret_cast<uintptr_t>(xc.data_ptr()) | reinterpret_cast<uintptr_t>(rc.data_ptr()) |
+                           reinterpret_cast<uintptr_t>(y.data_ptr())) & 15) == 0;
     int64_t done = 0;
     if (aligned && n >= 4) {
         const int64_t n4 = n / 4;
-        const int blocks = (int)(((n4 + 255) / 256) < 132 * 16 ? (n4 + 255) / 256 : 132 * 16);
-        swish_vec4<<<blocks, 256, 0, stream>>>(reinterpret_cast<const float4*>(xp), reinterpret_cast<const float4*>(rp),
-            reinterpret_cast<float4*>(yp), n4, (float)scale, (float)clamp_value);
+        const int blocks = (int)std::min<int64_t>((n4 + 255) / 256, 132 * 16);
+        swish_vec4<<<blocks, 256, 0, stream>>>(reinterpret_cast<const float4*>(xc.data_ptr<float>()),
+            reinterpret_cast<const float4*>(rc.data_ptr<float>()), reinterpret_cast<float4*>(y.data_ptr<float>()),
+            n4, (float)scale, (float)clamp_value);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
         done = n4 * 4;
     }
     if (done < n) {
-        swish_tail<<<(int)((n - done + 255) / 256), 256, 0, stream>>>(xp, rp, yp, done, n, (float)scale, (float)clamp_value);
+        swish_tail<<<(int)((n - done + 255) / 256), 256, 0, stream>>>(xc.data_ptr<float>(), rc.data_ptr<float>(),
+            y.data_ptr<float>(), done, n, (float)scale, (float)clamp_value);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
-    return (int)cudaGetLastError();
+    return y;
 }
 """
 
-# No implicit torch headers where this torch can leave them out (2.7 and later).
-_LIGHT = {"no_implicit_headers": True} if "no_implicit_headers" in inspect.signature(load_inline).parameters else {}
-
 _ext = load_inline(name="kb_mini_swish_residual_scale_cuda", cpp_sources=_cpp, cuda_sources=_cuda,
-                   functions=["swish_residual_scale"], with_pytorch_error_handling=False,
-                   extra_cuda_cflags=["-O3", "--use_fast_math"], verbose=False, **_LIGHT)
-
-
-def _float32_cuda(*tensors):
-    for t in tensors:
-        if t.dtype != torch.float32 or not t.is_cuda:
-            raise TypeError("swish_residual_scale: float32 CUDA tensors expected")
-    return [t.contiguous() for t in tensors]
+                   functions=["swish_residual_scale"], extra_cuda_cflags=["-O3", "--use_fast_math"], verbose=False)
 
 
 class ModelNew(nn.Module):
@@ -83,13 +71,4 @@ class ModelNew(nn.Module):
         self.clamp_value = clamp_value
 
     def forward(self, x, residual):
-        if x.shape != residual.shape:
-            raise ValueError("swish_residual_scale: x and residual must have the same shape")
-        x, residual = _float32_cuda(x, residual)
-        y = torch.empty_like(x)
-        with torch.cuda.device(x.device):
-            err = _ext.swish_residual_scale(x.data_ptr(), residual.data_ptr(), y.data_ptr(), x.numel(), float(self.scale),
-                                            float(self.clamp_value), torch.cuda.current_stream().cuda_stream)
-        if err:
-            raise RuntimeError(f"swish_residual_scale: CUDA error {err}")
-        return y
+        return _ext.swish_residual_scale(x, residual, float(self.scale), float(self.clamp_value))

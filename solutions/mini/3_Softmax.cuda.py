@@ -1,20 +1,18 @@
 """CUDA solution: one block per row; the row stays in registers (float4), max and sum via warp shuffles."""
-import inspect
-
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-# The kernels see raw pointers and a stream; ModelNew checks and allocates the tensors. Neither file includes torch's
-# C++ headers, most of a load_inline build's time (the .cu's parse by cudafe++, cicc and the host compiler).
 _cpp_source = r"""
-#include <pybind11/pybind11.h>
-#include <cstdint>
-int softmax_lastdim_cuda(std::uintptr_t x, std::uintptr_t y, std::int64_t rows, std::int64_t cols, std::uintptr_t stream);
+#include <torch/extension.h>
+torch::Tensor softmax_lastdim_cuda(torch::Tensor x);
 """
 
 _cuda_source = r"""
+#include <torch/extension.h>
 #include <cuda_runtime.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <cstdint>
 #include <cmath>
 
@@ -160,13 +158,24 @@ softmax_online_kernel(const float* __restrict__ x, float* __restrict__ y, int64_
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = __expf(xr[j] - rm) * inv;
 }
 
-// Returns the launch's cudaError_t (0: success); rows and cols above 0; x and y row-major and contiguous.
-int softmax_lastdim_cuda(std::uintptr_t x, std::uintptr_t y, std::int64_t rows, std::int64_t cols, std::uintptr_t stream_handle) {
-    if (rows > 0x7fffffff) return (int)cudaErrorInvalidValue;  // too many rows
-    const float* xp = reinterpret_cast<const float*>(x);
-    float* yp = reinterpret_cast<float*>(y);
-    cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
-    const bool vec = (cols % 4 == 0) && ((x | y) & 15) == 0;
+torch::Tensor softmax_lastdim_cuda(torch::Tensor x) {
+    TORCH_CHECK(x.is_cuda(), "softmax_lastdim_cuda: x must be a CUDA tensor");
+    TORCH_CHECK(x.scalar_type() == at::kFloat, "softmax_lastdim_cuda: x must be float32");
+    TORCH_CHECK(x.dim() >= 1, "softmax_lastdim_cuda: x must have at least one dimension");
+    const at::cuda::OptionalCUDAGuard device_guard(device_of(x));
+    auto xc = x.contiguous();
+    TORCH_CHECK(xc.is_contiguous(), "softmax_lastdim_cuda: x must be contiguous");
+    auto y = torch::empty_like(xc);
+    const int64_t cols = xc.size(-1);
+    if (cols == 0 || xc.numel() == 0) return y;
+    const int64_t rows = xc.numel() / cols;
+    TORCH_CHECK(rows <= 0x7fffffff, "softmax_lastdim_cuda: too many rows");
+
+    const float* xp = xc.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    const bool vec = (cols % 4 == 0) &&
+                     ((reinterpret_cast<uintptr_t>(xp) | reinterpret_cast<uintptr_t>(yp)) & 15) == 0;
     const int64_t cols4 = cols / 4;
     const unsigned grid = (unsigned)rows;
     const float4* x4 = reinterpret_cast<const float4*>(xp);
@@ -183,22 +192,18 @@ int softmax_lastdim_cuda(std::uintptr_t x, std::uintptr_t y, std::int64_t rows, 
     } else {
         softmax_online_kernel<<<grid, kThreads, 0, stream>>>(xp, yp, cols);
     }
-    return (int)cudaGetLastError();
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return y;
 }
 """
-
-# No implicit torch headers where this torch can leave them out (2.7 and later).
-_LIGHT = {"no_implicit_headers": True} if "no_implicit_headers" in inspect.signature(load_inline).parameters else {}
 
 _ext = load_inline(
     name="kb_mini_softmax_cuda",
     cpp_sources=_cpp_source,
     cuda_sources=_cuda_source,
     functions=["softmax_lastdim_cuda"],
-    with_pytorch_error_handling=False,  # plain pybind11 bindings (torch's wrapper needs its headers)
     extra_cuda_cflags=["-O3", "--use_fast_math"],
     verbose=False,
-    **_LIGHT,
 )
 
 
@@ -207,16 +212,4 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, x):
-        if not x.is_cuda or x.dtype != torch.float32 or x.dim() < 1:
-            raise TypeError("softmax_lastdim_cuda: x must be a float32 CUDA tensor of at least one dimension")
-        xc = x.contiguous()
-        y = torch.empty_like(xc)
-        cols = xc.size(-1)
-        if cols == 0 or xc.numel() == 0:
-            return y
-        with torch.cuda.device(xc.device):
-            err = _ext.softmax_lastdim_cuda(xc.data_ptr(), y.data_ptr(), xc.numel() // cols, cols,
-                                            torch.cuda.current_stream().cuda_stream)
-        if err:
-            raise RuntimeError(f"softmax_lastdim_cuda: CUDA error {err}")
-        return y
+        return _ext.softmax_lastdim_cuda(x)

@@ -1,21 +1,14 @@
 """CUDA solution: cuBLAS GEMM with the linear bias (addmm), then the second bias and exact GELU fused in place."""
-import inspect
-
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-# The kernel sees raw pointers and a stream; ModelNew checks the tensors. Neither file includes torch's C++ headers,
-# most of a load_inline build's time (the .cu's parse by cudafe++, cicc and the host compiler).
-_cpp = r"""
-#include <pybind11/pybind11.h>
-#include <cstdint>
-int bias_gelu_(std::uintptr_t y, std::uintptr_t bias, std::int64_t n, std::int64_t cols, std::uintptr_t stream);
-"""
+_cpp = "torch::Tensor bias_gelu_(torch::Tensor y, torch::Tensor bias);"
 
 _cuda = r"""
-#include <cuda_runtime.h>
-#include <cstdint>
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
 
 // y[r, c] = gelu(y[r, c] + bias[c]), exact (erf) GELU as F.gelu's default; cols % 4 == 0 uses float4.
 __global__ void bias_gelu_vec4(float4* __restrict__ y, const float4* __restrict__ bias, int64_t n4, int64_t cols4) {
@@ -35,43 +28,29 @@ __global__ void bias_gelu_scalar(float* __restrict__ y, const float* __restrict_
     }
 }
 
-// Returns the launch's cudaError_t (0: success); cols above 0 and dividing n.
-int bias_gelu_(std::uintptr_t y, std::uintptr_t bias, std::int64_t n, std::int64_t cols, std::uintptr_t stream_handle) {
-    cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
+torch::Tensor bias_gelu_(torch::Tensor y, torch::Tensor bias) {
+    TORCH_CHECK(y.is_cuda() && bias.is_cuda() && y.is_contiguous() && bias.is_contiguous(), "contiguous CUDA tensors");
+    TORCH_CHECK(y.scalar_type() == at::kFloat && bias.scalar_type() == at::kFloat, "float32 expected");
+    const at::cuda::OptionalCUDAGuard guard(device_of(y));
+    const int64_t n = y.numel(), cols = bias.numel();
+    TORCH_CHECK(cols > 0 && n % cols == 0, "bias must match the last dimension");
+    auto stream = at::cuda::getCurrentCUDAStream();
     if (cols % 4 == 0) {
         const int64_t n4 = n / 4;
-        const int blocks = (int)(((n4 + 255) / 256) < 132 * 16 ? (n4 + 255) / 256 : 132 * 16);
-        bias_gelu_vec4<<<blocks, 256, 0, stream>>>(reinterpret_cast<float4*>(y), reinterpret_cast<const float4*>(bias),
-                                                    n4, cols / 4);
+        const int blocks = (int)std::min<int64_t>((n4 + 255) / 256, 132 * 16);
+        bias_gelu_vec4<<<blocks, 256, 0, stream>>>(reinterpret_cast<float4*>(y.data_ptr<float>()),
+            reinterpret_cast<const float4*>(bias.data_ptr<float>()), n4, cols / 4);
     } else {
-        const int blocks = (int)(((n + 255) / 256) < 132 * 16 ? (n + 255) / 256 : 132 * 16);
-        bias_gelu_scalar<<<blocks, 256, 0, stream>>>(reinterpret_cast<float*>(y), reinterpret_cast<const float*>(bias), n, cols);
+        const int blocks = (int)std::min<int64_t>((n + 255) / 256, 132 * 16);
+        bias_gelu_scalar<<<blocks, 256, 0, stream>>>(y.data_ptr<float>(), bias.data_ptr<float>(), n, cols);
     }
-    return (int)cudaGetLastError();
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return y;
 }
 """
 
-# No implicit torch headers where this torch can leave them out (2.7 and later).
-_LIGHT = {"no_implicit_headers": True} if "no_implicit_headers" in inspect.signature(load_inline).parameters else {}
-
-_ext = load_inline(name="kb_mini_gemm_bias_gelu_cuda", cpp_sources=_cpp, cuda_sources=_cuda, functions=["bias_gelu_"],
-                   with_pytorch_error_handling=False, extra_cuda_cflags=["-O3"], verbose=False, **_LIGHT)
-
-
-def _bias_gelu_(y, bias):
-    """gelu(y + bias) in place on a contiguous float32 CUDA ``y`` whose last dimension is ``bias``'s length."""
-    if not (y.is_cuda and bias.is_cuda and y.is_contiguous() and bias.is_contiguous()):
-        raise TypeError("bias_gelu_: contiguous CUDA tensors expected")
-    if y.dtype != torch.float32 or bias.dtype != torch.float32:
-        raise TypeError("bias_gelu_: float32 expected")
-    n, cols = y.numel(), bias.numel()
-    if cols == 0 or n % cols != 0:
-        raise ValueError("bias_gelu_: bias must match the last dimension")
-    with torch.cuda.device(y.device):
-        err = _ext.bias_gelu_(y.data_ptr(), bias.data_ptr(), n, cols, torch.cuda.current_stream().cuda_stream)
-    if err:
-        raise RuntimeError(f"bias_gelu_: CUDA error {err}")
-    return y
+_ext = load_inline(name="kb_mini_gemm_bias_gelu_cuda", cpp_sources=_cpp, cuda_sources=_cuda,
+                   functions=["bias_gelu_"], extra_cuda_cflags=["-O3"], verbose=False)
 
 
 class ModelNew(nn.Module):
@@ -82,4 +61,4 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         y = torch.addmm(self.linear.bias, x.reshape(-1, x.shape[-1]), self.linear.weight.t())
-        return _bias_gelu_(y, self.bias.contiguous()).view(*x.shape[:-1], -1)
+        return _ext.bias_gelu_(y, self.bias.contiguous()).view(*x.shape[:-1], -1)

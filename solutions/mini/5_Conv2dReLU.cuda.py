@@ -1,22 +1,15 @@
 """CUDA solution: cuDNN convolution (bias included), then ReLU in place with a float4 kernel (no second buffer)."""
-import inspect
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.cpp_extension import load_inline
 
-# The kernels see a raw pointer and a stream; _relu_ checks the tensor. Neither file includes torch's C++ headers,
-# most of a load_inline build's time (the .cu's parse by cudafe++, cicc and the host compiler).
-_cpp = r"""
-#include <pybind11/pybind11.h>
-#include <cstdint>
-int relu_(std::uintptr_t y, std::int64_t n, std::uintptr_t stream);
-"""
+_cpp = "torch::Tensor relu_(torch::Tensor y);"
 
 _cuda = r"""
-#include <cuda_runtime.h>
-#include <cstdint>
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
 
 __global__ void relu_vec4(float4* __restrict__ y, int64_t n4) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
@@ -30,43 +23,30 @@ __global__ void relu_tail(float* __restrict__ y, int64_t start, int64_t n) {
     if (i < n) y[i] = fmaxf(y[i], 0.f);
 }
 
-// y: contiguous float32, n elements, ReLU in place. Returns the launch's cudaError_t (0: success).
-int relu_(std::uintptr_t y, std::int64_t n, std::uintptr_t stream_handle) {
-    if (n == 0) return 0;
-    cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
-    float* yp = reinterpret_cast<float*>(y);
+torch::Tensor relu_(torch::Tensor y) {
+    TORCH_CHECK(y.is_cuda() && y.is_contiguous() && y.scalar_type() == at::kFloat, "contiguous float32 CUDA tensor");
+    const at::cuda::OptionalCUDAGuard guard(device_of(y));
+    const int64_t n = y.numel();
+    if (n == 0) return y;
+    auto stream = at::cuda::getCurrentCUDAStream();
     int64_t done = 0;
-    if ((y & 15) == 0 && n >= 4) {
+    if ((reinterpret_cast<uintptr_t>(y.data_ptr()) & 15) == 0 && n >= 4) {
         const int64_t n4 = n / 4;
-        const int blocks = (int)(((n4 + 255) / 256) < 132 * 16 ? (n4 + 255) / 256 : 132 * 16);
-        relu_vec4<<<blocks, 256, 0, stream>>>(reinterpret_cast<float4*>(yp), n4);
+        const int blocks = (int)std::min<int64_t>((n4 + 255) / 256, 132 * 16);
+        relu_vec4<<<blocks, 256, 0, stream>>>(reinterpret_cast<float4*>(y.data_ptr<float>()), n4);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
         done = n4 * 4;
     }
     if (done < n) {
-        relu_tail<<<(int)((n - done + 255) / 256), 256, 0, stream>>>(yp, done, n);
+        relu_tail<<<(int)((n - done + 255) / 256), 256, 0, stream>>>(y.data_ptr<float>(), done, n);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
-    return (int)cudaGetLastError();
+    return y;
 }
 """
 
-# No implicit torch headers where this torch can leave them out (2.7 and later).
-_LIGHT = {"no_implicit_headers": True} if "no_implicit_headers" in inspect.signature(load_inline).parameters else {}
-
 _ext = load_inline(name="kb_mini_conv2d_relu_cuda", cpp_sources=_cpp, cuda_sources=_cuda,
-                   functions=["relu_"], with_pytorch_error_handling=False,
-                   extra_cuda_cflags=["-O3"], verbose=False, **_LIGHT)
-
-
-def _relu_(y):
-    """ReLU in place on a float32 CUDA tensor (made contiguous first); returns the tensor written."""
-    if y.dtype != torch.float32 or not y.is_cuda:
-        raise TypeError("relu_: float32 CUDA tensor expected")
-    y = y.contiguous()
-    with torch.cuda.device(y.device):
-        err = _ext.relu_(y.data_ptr(), y.numel(), torch.cuda.current_stream().cuda_stream)
-    if err:
-        raise RuntimeError(f"relu_: CUDA error {err}")
-    return y
+                   functions=["relu_"], extra_cuda_cflags=["-O3"], verbose=False)
 
 
 class ModelNew(nn.Module):
@@ -77,4 +57,4 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         y = F.conv2d(x, self.conv.weight, self.conv.bias).contiguous()
-        return _relu_(y)
+        return _ext.relu_(y)
