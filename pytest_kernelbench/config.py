@@ -156,7 +156,7 @@ class EvalConfig:
     lock_timeout: float = 3600.0  # seconds to wait for the device lock before giving up
     build_dir: str = ""  # build cache: one TORCH_EXTENSIONS_DIR per candidate key inside (see buildcache.py)
     pch_dir: str = ""  # shared precompiled torch/extension.h for load_inline binding files (see pch.py); "off": none
-    max_memory_gb: float = 0.0  # host memory of the candidate's processes (resident, less the shared buffers); 0 = none
+    max_memory_gb: float = 0.0  # host memory of the candidate's processes (resident, less the shared buffers); 0: its cgroup's default
     log_chars: int = 10_000  # how much of a failing candidate's log a result keeps
     # how a supervisor process starts: "forkserver" (forked from a server that imported torch once:
     # saves ~2 s per candidate; Linux) or "spawn" (a fresh interpreter each time)
@@ -372,7 +372,8 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
     JudgeOption("sandbox", "--sandbox", "the candidate's runner: in a bubblewrap sandbox if one starts (auto), "
                 "always (required: an error without one), or never (off)", pytest_flags=("--kb-sandbox",),
                 choices=("auto", "required", "off")),
-    JudgeOption("max_memory_gb", "--max-memory", "host memory of the candidate's processes in GB (0: no limit)",
+    JudgeOption("max_memory_gb", "--max-memory", "host memory of the candidate's processes in GB (0: where its cgroup takes a limit, the host's less "
+                "a reserve for the judge; else none)",
                 pytest_flags=("--kb-max-memory",)),
     JudgeOption("lock_dir", "--lock-dir", "folder of the per-device locks", pytest_flags=("--kb-lock-dir",), env="KB_LOCK_DIR"),
     JudgeOption("build_dir", "--build-cache", "folder of cached extension builds, one per candidate hash", env="KB_BUILD_CACHE"),
