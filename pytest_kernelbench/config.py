@@ -372,8 +372,9 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
     JudgeOption("sandbox", "--sandbox", "the candidate's runner: in a bubblewrap sandbox if one starts (auto), "
                 "always (required: an error without one), or never (off)", pytest_flags=("--kb-sandbox",),
                 choices=("auto", "required", "off")),
-    JudgeOption("max_memory_gb", "--max-memory", "host memory of the candidate's processes in GB (0: where its cgroup takes a limit, the host's less "
-                "a reserve for the judge; else none)",
+    JudgeOption("max_memory_gb", "--max-memory",
+                "host memory of the candidate's processes in GB (0: where its cgroup takes a limit, the host's less a reserve "
+                "for the judge; else none)",
                 pytest_flags=("--kb-max-memory",)),
     JudgeOption("lock_dir", "--lock-dir", "folder of the per-device locks", pytest_flags=("--kb-lock-dir",), env="KB_LOCK_DIR"),
     JudgeOption("build_dir", "--build-cache", "folder of cached extension builds, one per candidate hash", env="KB_BUILD_CACHE"),
