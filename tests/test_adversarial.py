@@ -313,7 +313,8 @@ def test_near_constant_problems_are_flagged_as_suspect():
 
 # attacks that a busy machine could hide: a clock lie inside a wide bound, helpers that burn the CPU while the
 # reference is timed; each must keep its verdict beside CPU hogs on every core (issue 45, "Verdicts independent of load")
-UNDER_LOAD = ("patches_runner_clock", "forges_reply_timing", "slips_the_freeze_through_orphans", "slows_reference_with_threads")
+UNDER_LOAD = ("patches_runner_clock", "forges_reply_timing", "slips_the_freeze_through_orphans", "slows_reference_with_threads",
+              "patches_clock", "forges_clock_on_tiny_problem")
 
 
 @pytest.fixture
