@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch  # imported before pytester snapshots sys.modules: torch must not be imported twice
 
-from helpers import BROKEN, DATA, REPO, SHARED_KB
+from helpers import BROKEN, DATA, REPO, SHARED_KB, TESTS
 from pytest_kernelbench.result import EvalResult, rewarded_speedup
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -344,3 +344,21 @@ def test_device_cuda_asked_for_always_asks_torch():
              "config.GPU_DRIVER_TOOLS = ('kb-no-such-tool',); print(config.cuda_available(asked=True), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert out == [str(torch.cuda.is_available()), "True"]
+
+
+def test_junit_and_the_terminal_show_a_candidates_escape_sequences_as_text(pytester):
+    """Issue 45: candidate text reaches a person escaped in pytest's failure text and in JUnit (what CI dashboards
+    show): the red-team file that draws a green 'correct 48.000x' over its error."""
+    folder = pytester.path / "sols" / "level9"
+    folder.mkdir(parents=True)
+    shutil.copy(TESTS / "adversarial" / "escape_sequences.py", folder / "1_TinyLinear.py")
+    junit = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess(*TINY_ARGS, "--solutions", str(pytester.path / "sols"), "--device", "cpu",
+                                           f"--junitxml={junit}")  # fmt: skip
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "\\x1b[32mcorrect" in out and "\x1b[32m" not in out and "\x07" not in out
+    xml = junit.read_text()
+    failure = ET.parse(junit).find(".//failure")
+    assert failure is not None and "runtime_error" in failure.get("message")
+    assert "\\x1b[32mcorrect" in failure.get("message") + (failure.text or "") and "#x1B" not in xml and "\x1b" not in xml
