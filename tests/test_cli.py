@@ -156,3 +156,25 @@ def test_eval_human_output_shows_a_candidates_escape_sequences_as_text():
     assert "runtime_error" in proc.stdout and "correct 48.000x" in proc.stdout
     assert "\x1b" not in proc.stdout and "\r" not in proc.stdout and "\x07" not in proc.stdout
     assert "\\x1b[32mcorrect\\x1b[0m" in proc.stdout and "[green]correct 48.000x[/green]" in proc.stdout
+
+
+def test_eval_human_output_says_capped_with_both_numbers(monkeypatch):
+    """Issue 45: where the judge printed the supervisor's bound instead of the runners' claim, kbagent eval says so."""
+    from typer.testing import CliRunner
+
+    import pytest_kernelbench.judge.controller
+    from kbagent.cli import app
+    from pytest_kernelbench.extra import Extra
+    from pytest_kernelbench.outcome import Outcome
+    from pytest_kernelbench.result import EvalResult, TimingStats
+
+    capped = EvalResult(problem="L9-1_TinyLinear", level="9", problem_id=1, outcome=Outcome.CORRECT, speedup=1.0,
+                        ref=TimingStats.from_samples([0.2] * 5), new=TimingStats.from_samples([0.107] * 5),
+                        extra=Extra(speedup_capped=True, wall_check={"event_speedup": 1.87}))  # fmt: skip
+    monkeypatch.setattr(pytest_kernelbench.judge.controller, "evaluate", lambda *args, **kwargs: capped)
+    monkeypatch.setenv("COLUMNS", "300")
+    result = CliRunner().invoke(app, ["eval", str(TINY_PROBLEM), str(BROKEN / "correct.py"), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    line = " ".join(result.output.split())
+    assert "correct" in line and "1.000x" in line, line
+    assert "capped: the runners' timings say 1.870x, the supervisor's clock vouches for 1.000x" in line, line
