@@ -207,15 +207,20 @@ def read_child(path: Path) -> Footprint | None:
 # ---------------------------------------------------------------- the memory there is
 
 
-def host_available() -> int | None:
-    """Bytes of host memory a new process may take: ``MemAvailable``, within the cgroup's limit where one is set."""
+def _meminfo(field: str) -> int | None:
+    """Bytes of one ``/proc/meminfo`` field (``MemAvailable``, ``MemTotal``); None where it cannot be read."""
     try:
-        found = re.search(r"^MemAvailable:\s+(\d+) kB", Path("/proc/meminfo").read_text(), re.M)
+        found = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/meminfo").read_text(), re.M)
     except OSError:
         return None
-    if not found:
+    return int(found.group(1)) * 1024 if found else None
+
+
+def host_available() -> int | None:
+    """Bytes of host memory a new process may take: ``MemAvailable``, within the cgroup's limit where one is set."""
+    available = _meminfo("MemAvailable")
+    if available is None:
         return None
-    available = int(found.group(1)) * 1024
     room = _cgroup_room()
     return min(available, room) if room is not None else available
 
@@ -224,11 +229,7 @@ def tree_memory_default() -> int:
     """The host memory a candidate's tree may hold where ``--kb-max-memory`` sets no limit (its cgroup's ``memory.max``):
     the host's less a reserve for the judge (a tenth, at least 2 GiB), so that one candidate never runs the host out of
     memory under the supervisor; 0 where the total is unknown."""
-    try:
-        found = re.search(r"^MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text(), re.M)
-    except OSError:
-        return 0
-    total = int(found.group(1)) * 1024 if found else 0
+    total = _meminfo("MemTotal") or 0
     return max(0, total - max(2 << 30, total // 10))
 
 

@@ -81,10 +81,11 @@ def claimed_speedup(result: Any) -> float | None:
     return float(claim) if isinstance(claim, (int, float)) else None
 
 
-def capped_mark(result: Any) -> str:
-    """`` capped (claimed 1.87x)`` after a printed speedup that is the clock's bound; else '' (tables, short lines)."""
+def capped_mark(result: Any, digits: int = 3) -> str:
+    """`` capped (claimed 1.870x)`` after a printed speedup that is the clock's bound (``digits`` as the speedup is
+    printed); else '' (tables, short lines)."""
     claim = claimed_speedup(result)
-    return "" if claim is None or getattr(result, "speedup", None) is None else f" capped (claimed {claim:.3f}x)"
+    return "" if claim is None or getattr(result, "speedup", None) is None else f" capped (claimed {claim:.{digits}f}x)"
 
 
 def capped_note(result: Any) -> str:

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..result import EvalResult
-from .summary import FAST_P, claimed_speedup, is_noisy, summarize
+from .summary import FAST_P, capped_mark, is_noisy, summarize
 from .text import markup
 
 _STYLE = {"correct": "green", "built": "cyan", "incorrect": "red", "timeout": "magenta", "rejected": "bold red"}
@@ -96,8 +96,8 @@ def _speedup(result: EvalResult) -> str:
 
 
 def _capped(result: EvalResult) -> str:
-    claim = claimed_speedup(result)
-    return "" if claim is None else f" [yellow]capped (claimed {claim:.2f}x)[/]"
+    mark = capped_mark(result, digits=2)
+    return f" [yellow]{mark.strip()}[/]" if mark else ""
 
 
 def _op_rows(table: Table, scores: dict | None) -> None:

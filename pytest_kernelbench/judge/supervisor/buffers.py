@@ -18,7 +18,6 @@ import torch
 
 from .. import protocol as p
 from ..compare import flatten
-from ..stages import charged
 from ..transport import SharedBuffer, contiguous_strides
 from .device import Device
 from .plan import BUFFER_ALIGN, SHIFT_STEP, slack_bytes
@@ -85,10 +84,8 @@ class Buffers:
                 self.runners.check_disk(candidate)
 
     def _candidates_doing(self, exc: Exception, stage: str) -> bool:
-        """Whether the judge's own allocation failed for device memory the candidate took: out of memory on a GPU in a
-        stage where its code has run (admission counted every other judge's need before the phase began)."""
-        text = f"{type(exc).__name__} {exc}".lower().replace("_", " ")
-        return self.ctx.on_gpu and charged(stage) and self.runners.candidate is not None and "out of memory" in text
+        """Whether the judge's own allocation failed for device memory the candidate took (Runners.took_device_memory)."""
+        return self.runners.took_device_memory(stage, f"{type(exc).__name__} {exc}")
 
     # -------------------------------------------------------------- fresh inputs
 

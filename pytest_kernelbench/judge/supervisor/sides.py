@@ -485,13 +485,16 @@ class Runners:
             return now - self._pch_mark
         return 0.0
 
+    def took_device_memory(self, stage: str, failure: str) -> bool:
+        """Whether a trusted allocation's ``failure`` was for device memory the candidate took: out of memory on a GPU in
+        a stage where the candidate's code has run (admission counted every other judge's need before the phase began)."""
+        return (self.ctx.on_gpu and stage in CANDIDATE_FAILURE and self.candidate is not None
+                and "out of memory" in failure.lower().replace("_", " "))
+
     def _memory_the_candidate_took(self, side: Side, stage: str, text: str) -> bool:
-        """Whether the reference's runner failed for device memory the candidate took: out of memory on a GPU in a stage
-        where the candidate's code has run and its runner is alive (admission counted every other judge's need before
-        the phase began; a client's problem's runner is the client's, not the candidate's, side)."""
-        candidate = self.candidate
-        return (self.ctx.on_gpu and not side.client and stage in CANDIDATE_FAILURE and candidate is not None
-                and candidate.alive() and "out of memory" in text.lower().replace("_", " "))
+        """Whether the reference's runner failed for device memory the candidate took, its runner still alive (a client's
+        problem's runner is the client's side, not the candidate's)."""
+        return not side.client and self.took_device_memory(stage, text) and self.candidate.alive()
 
     def stop(self, side: Side | None) -> None:
         if side is None:
