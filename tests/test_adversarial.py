@@ -32,17 +32,15 @@ from pathlib import Path
 
 import pytest
 
-from helpers import DATA, REPO, TESTS, corpus_headers, cpu_config, lie_hidden_by_noise_and_capped, tiny_problem
+from helpers import DATA, REPO, SANDBOXED, TESTS, corpus_headers, cpu_config, lie_hidden_by_noise_and_capped, tiny_problem
 from pytest_kernelbench.candidates import Candidate
 from pytest_kernelbench.judge.controller import evaluate
-from pytest_kernelbench.judge.sandbox import probe
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import problem_from_path
 from pytest_kernelbench.result import claimable_speedup
 
 ADVERSARIAL = TESTS / "adversarial"
 CORPUS = sorted(p.stem for p in ADVERSARIAL.glob("*.py"))
-SANDBOXED = probe().kind == "bwrap"
 
 
 def headers(name: str) -> dict[str, str]:

@@ -4,14 +4,11 @@ through the sandboxed runner that made them."""
 
 import pytest
 
-from helpers import cpu_config
+from helpers import SANDBOXED, cpu_config
 from pytest_kernelbench.candidates import Candidate
 from pytest_kernelbench.judge.controller import evaluate
-from pytest_kernelbench.judge.sandbox import probe
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import Problem
-
-SANDBOXED = probe().kind == "bwrap"
 
 # Writes a line to MARK wherever its code runs (import and get_inputs) on the host's file system: a sandboxed runner's
 # /tmp is its own, so a line there never reaches the host. Its inputs hold a tensor, a float and a dict of a tensor.
