@@ -298,3 +298,5 @@ def test_the_prompts_cuda_example_is_built(tmp_path):
     assert result.outcome is Outcome.BUILT, result.message
     # its .cu compiled without the torch/types.h load_inline puts in front (build/light.py): about 30 s less here
     assert result.extra.light_headers == {"light": 1, "fallback": 0}, result.extra.light_headers
+    # its binding file on the judge's shared header, whose flags name the toolkit's include folder (CUDA_HOME unset here)
+    assert set(result.extra.pch or {}) <= {"built", "used"} and result.extra.pch, result.extra.pch

@@ -16,6 +16,7 @@ from helpers import cpu_config, tiny_problem
 from pytest_kernelbench.build import pch
 from pytest_kernelbench.build.pch import binding_compile, compiler_wrapper
 from pytest_kernelbench.candidates import Candidate
+from pytest_kernelbench.judge.compile_only import cuda_home
 from pytest_kernelbench.judge.controller import evaluate
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not shutil.which("g++"), reason="GCC on Linux")
@@ -173,6 +174,15 @@ def _torch_flags() -> list[str]:
     includes = [str(folder) for folder in pch.trusted_includes()]
     return ["-DTORCH_API_INCLUDE_EXTENSION_H", *sorted(pch.torch_flags()), *(f for i in includes for f in ("-isystem", i)),
             "-fPIC", "-std=c++20"]  # fmt: skip
+
+
+def test_the_toolkit_a_cpu_check_compiles_with_is_trusted_where_torch_finds_none():
+    """A CPU wheel's torch finds no toolkit without CUDA_HOME; the one ``--device cpu-check`` builds with passes its
+    include folder to every binding compile, which would otherwise be refused the shared header."""
+    home = cuda_home()
+    if not home:
+        pytest.skip("no CUDA toolkit (nvcc) on this machine")
+    assert Path(os.path.realpath(os.path.join(home, "include"))) in pch.trusted_includes()
 
 
 @pytest.mark.parametrize("extra", [[], ["-O3"], ["-O3", "-fopenmp"], ["-O1", "-w"], ["-std=c++17"]])

@@ -437,7 +437,7 @@ class Requests:
 
 def trusted_includes() -> list[Path]:
     """The include folders a requested header may come from: those torch's builds pass (its own, the CUDA toolkit's
-    where one is found) and Python's."""
+    where one is found, by torch or as ``--device cpu-check`` finds it) and Python's."""
     import sysconfig
 
     folders = [sysconfig.get_path("include", scheme="posix_prefix") or ""]
@@ -450,7 +450,10 @@ def trusted_includes() -> list[Path]:
             folders += include_paths(*device) if include_paths else []
         except Exception:  # noqa: BLE001 - no CUDA toolkit: its folders are not allowed
             pass
-    return [Path(os.path.realpath(folder)) for folder in folders if folder]
+    from ..judge.compile_only import cuda_home  # the toolkit a build compiles with where torch finds none (a CPU wheel)
+
+    folders += [os.path.join(cuda_home(), "include")] if cuda_home() else []
+    return list(dict.fromkeys(Path(os.path.realpath(folder)) for folder in folders if folder))
 
 
 def _field(entry: dict, name: str) -> str:
