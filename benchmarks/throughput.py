@@ -230,6 +230,17 @@ def _pch_events(config: EvalConfig, since: float) -> dict[str, int]:
     return counts
 
 
+def _timing(result) -> dict:
+    """How a candidate's time phase went: calls timed and checked (both batches), calls a round, why timing stopped,
+    whether a second batch was timed, the reference's and the candidate's median ms, capped or noisy."""
+    extra = result.extra
+    return {"timed_calls": extra.timed_calls, "checked_calls": extra.checked_calls, "per_round": extra.calls_per_round,
+            "stop": extra.timing_stop, "second_batch": extra.wall_check_first_batch is not None,
+            "ref_ms": result.ref.median if result.ref else None, "new_ms": result.new.median if result.new else None,
+            "samples": result.new.rounds if result.new else None,
+            "capped": extra.speedup_capped, "noisy": extra.speedup_noisy}  # fmt: skip
+
+
 def judged_line(pck, result, started: float, busy: float | None, samples: bool) -> dict:
     """One candidate's JSON line: outcome, speedup, stage seconds, lock seconds and parts per phase, CPU, wall."""
     problem, candidate, kind = pck
@@ -243,7 +254,7 @@ def judged_line(pck, result, started: float, busy: float | None, samples: bool) 
             "timed_calls": result.extra.timed_calls, "checked_calls": result.extra.checked_calls,
             "noisy": result.extra.speedup_noisy, "capped": result.extra.speedup_capped, "sandbox": result.extra.sandbox,
             "pairs": _pairs_timed(result), "input_variants": result.extra.input_variants,
-            "light_headers": result.extra.light_headers}  # fmt: skip
+            "light_headers": result.extra.light_headers, "timing": _timing(result)}  # fmt: skip
     if not result.correct:
         line["message"] = result.message if len(result.message) <= 1000 else f"{result.message[:300]} [...] {result.message[-700:]}"
     if samples and result.ref and result.new:  # each side's timing samples, in the order they were taken
@@ -365,7 +376,7 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
     if corpus != "synthetic":  # which candidate is which: first-call costs differ by kind (Triton JIT, nvcc, capture, inductor)
         row["by_kind"] = by_kind(lines)
         row["results"] = [{k: line[k] for k in ("problem", "candidate", "kind", "outcome", "speedup", "wall_s", "stage_s", "lock_held_s",
-                                                 "split_s", "cpu_s", "input_variants")} for line in lines]  # fmt: skip
+                                                 "split_s", "cpu_s", "input_variants", "timing")} for line in lines]  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
 

@@ -331,6 +331,29 @@ def test_a_big_calls_early_stop_reads_the_interquartile_range_and_the_full_rule_
     assert not Stopper(30, 300, 3.0, 0.01, robust=True).precise(wide, 16, 0.005)
 
 
+def test_timing_may_stop_early_on_a_gpu_for_big_calls_and_long_rounds_only():
+    """Issue 46: level 3's models (0.6-25 ms a call) timed to 30 samples or max_time held the exclusive lock 3 s a
+    candidate; a round whose reference takes EARLY_ROUND_MS may stop at EARLY_SAMPLES precise samples too. Short rounds
+    (the wall clock's check needs their 30 samples), the CPU, and an explicit min_reps keep the full rule."""
+    from pytest_kernelbench.judge.supervisor.plan import (
+        AUTO_ROUND_CALLS,
+        EARLY_ROUND_MS,
+        ROUND_BYTES,
+        Footprint,
+        calls_per_round,
+        early_stop,
+    )
+
+    def early(ref_ms: float, io: int = 1 << 20, gpu: bool = True, min_reps: int = 0) -> bool:
+        fp = Footprint(on_gpu=gpu, io_bytes=(io, io), ref_ms=ref_ms)
+        return early_stop(fp, min_reps, calls_per_round(fp, 0))
+
+    assert early(0.05, io=ROUND_BYTES)  # one call a round, too big to share one
+    assert early(EARLY_ROUND_MS / AUTO_ROUND_CALLS) and early(5.0) and early(40.0)  # rounds of 10 ms and more
+    assert not early(0.9 * EARLY_ROUND_MS / AUTO_ROUND_CALLS) and not early(0.02)  # short rounds: 30 samples
+    assert not early(5.0, gpu=False) and not early(5.0, min_reps=30)
+
+
 def test_stretches_of_slow_or_fast_rounds_widen_the_speedup_interval():
     """The same per-round ratios, once in stretches of 8 rounds (a machine slow or fast for a while, as on a 2-vCPU VM)
     and once shuffled: the batch-means half-width sees the stretches; shuffled, the rounds are as independent."""

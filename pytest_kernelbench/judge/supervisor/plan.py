@@ -44,6 +44,9 @@ EARLY_SAMPLES = 16
 EARLY_REL_ERR = 0.005
 EARLY_CHECKED = 8
 EARLY_CHECK_P = 0.5
+# The same early stop for a round of calls whose reference takes EARLY_ROUND_MS or more (level 3's models, 0.6-25 ms a
+# call): the supervisor's clock resolves such a round within a few percent, so 16 precise samples vouch for it as 30 do
+EARLY_ROUND_MS = 10.0
 PAIR_START_S = 10.0  # time_again: a new pair of runners' start, beyond the first pair's init and time stages
 PAUSE_LIMIT = 120.0  # seconds a build step waits for one CPU timing phase at most (a phase times for max_time)
 # the disk one candidate may fill in the host folders it can write (its build folder, JIT caches, a scratch outside bwrap),
@@ -95,9 +98,11 @@ def calls_per_round(fp: Footprint, asked: int) -> int:
 
 
 def early_stop(fp: Footprint, min_reps_asked: int, round_calls: int) -> bool:
-    """Whether a timing may stop at EARLY_SAMPLES: on a GPU, for calls too big to share a round, unless ``min_reps``
-    was given."""
-    return fp.on_gpu and not min_reps_asked and round_calls == 1 and sum(fp.io_bytes) > ROUND_BYTES
+    """Whether a timing may stop at EARLY_SAMPLES: on a GPU, for calls too big to share a round and for rounds whose
+    reference takes EARLY_ROUND_MS or more, unless ``min_reps`` was given."""
+    if not fp.on_gpu or min_reps_asked:
+        return False
+    return (round_calls == 1 and sum(fp.io_bytes) > ROUND_BYTES) or round_calls * fp.ref_ms >= EARLY_ROUND_MS
 
 
 def check_timed_call(fp: Footprint, check_all_below_mb: float, early: bool = False) -> bool:
