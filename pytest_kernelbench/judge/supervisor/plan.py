@@ -44,9 +44,10 @@ EARLY_SAMPLES = 16
 EARLY_REL_ERR = 0.005
 EARLY_CHECKED = 8
 EARLY_CHECK_P = 0.5
-# The same early stop for a round of calls whose reference takes EARLY_ROUND_MS or more (level 3's models, 0.6-25 ms a
-# call): the supervisor's clock resolves such a round within a few percent, so 16 precise samples vouch for it as 30 do
-EARLY_ROUND_MS = 10.0
+# The same early stop for a round of calls whose reference takes EARLY_ROUND_MS or more in the time phase (level 3's
+# models, 0.2-30 ms a call): the supervisor's own work in a round's window is about 0.4 ms a call, so its clock resolves
+# such a round, and 16 precise samples vouch for it as 30 do
+EARLY_ROUND_MS = 2.5
 PAIR_START_S = 10.0  # time_again: a new pair of runners' start, beyond the first pair's init and time stages
 PAUSE_LIMIT = 120.0  # seconds a build step waits for one CPU timing phase at most (a phase times for max_time)
 # the disk one candidate may fill in the host folders it can write (its build folder, JIT caches, a scratch outside bwrap),
@@ -97,12 +98,14 @@ def calls_per_round(fp: Footprint, asked: int) -> int:
     return int(max(1, min(AUTO_ROUND_CALLS, by_bytes, by_time)))
 
 
-def early_stop(fp: Footprint, min_reps_asked: int, round_calls: int) -> bool:
+def early_stop(fp: Footprint, min_reps_asked: int, round_calls: int, call_ms: float | None = None) -> bool:
     """Whether a timing may stop at EARLY_SAMPLES: on a GPU, for calls too big to share a round and for rounds whose
-    reference takes EARLY_ROUND_MS or more, unless ``min_reps`` was given."""
+    reference takes EARLY_ROUND_MS or more, unless ``min_reps`` was given. ``call_ms``: the reference's median call in
+    this timing so far (in a shared phase other judges' work slows its calls), else its fastest call before it."""
     if not fp.on_gpu or min_reps_asked:
         return False
-    return (round_calls == 1 and sum(fp.io_bytes) > ROUND_BYTES) or round_calls * fp.ref_ms >= EARLY_ROUND_MS
+    ms = fp.ref_ms if call_ms is None else call_ms
+    return (round_calls == 1 and sum(fp.io_bytes) > ROUND_BYTES) or round_calls * ms >= EARLY_ROUND_MS
 
 
 def check_timed_call(fp: Footprint, check_all_below_mb: float, early: bool = False) -> bool:

@@ -119,6 +119,8 @@ class Timer:
             return stopper.done(self.samples, _perf_counter() - started) and checked >= min(MIN_CHECKED, cfg.max_reps)
 
         while not enough():
+            if self.samples["reference"]:  # the reference's calls as timed here, alone on the device
+                early = early_stop(self.ctx.fp, cfg.min_reps, self.round_calls, statistics.median(self.samples["reference"]))
             checks = [check_timed_call(self.ctx.fp, cfg.check_all_below_mb, early) for _ in range(self.round_calls)]
             varied = [self.timed_variant() for _ in range(self.round_calls)]
             label = f"{name} {rounds + 1}"
