@@ -3,12 +3,35 @@ import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-_cpp = "torch::Tensor swish_residual_scale(torch::Tensor x, torch::Tensor r, double scale, double clamp_value);"
-
-_cuda = r"""
+_cpp = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
+
+cudaError_t swish_residual_scale_launch(const float* x, const float* r, float* y, int64_t n, float s, float c,
+                                        cudaStream_t stream);
+
+torch::Tensor swish_residual_scale(torch::Tensor x, torch::Tensor r, double scale, double clamp_value) {
+    TORCH_CHECK(x.is_cuda() && r.is_cuda(), "CUDA tensors expected");
+    TORCH_CHECK(x.scalar_type() == at::kFloat && r.scalar_type() == at::kFloat, "float32 expected");
+    TORCH_CHECK(x.sizes() == r.sizes(), "x and residual must have the same shape");
+    const at::cuda::OptionalCUDAGuard guard(device_of(x));
+    auto xc = x.contiguous(), rc = r.contiguous();
+    auto y = torch::empty_like(xc);
+    const int64_t n = xc.numel();
+    if (n == 0) return y;
+    const cudaError_t err = swish_residual_scale_launch(xc.data_ptr<float>(), rc.data_ptr<float>(), y.data_ptr<float>(),
+                                                        n, (float)scale, (float)clamp_value,
+                                                        at::cuda::getCurrentCUDAStream());
+    TORCH_CHECK(err == cudaSuccess, "swish_residual_scale: ", cudaGetErrorString(err));
+    return y;
+}
+"""
+
+_cuda = r"""
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdint>
 
 __device__ __forceinline__ float op(float x, float r, float s, float c) {
     float y = (x / (1.0f + __expf(-x)) + r) * s;
@@ -29,34 +52,26 @@ __global__ void swish_tail(const float* __restrict__ x, const float* __restrict_
     if (i < n) y[i] = op(x[i], r[i], s, c);
 }
 
-torch::Tensor swish_residual_scale(torch::Tensor x, torch::Tensor r, double scale, double clamp_value) {
-    TORCH_CHECK(x.is_cuda() && r.is_cuda(), "CUDA tensors expected");
-    TORCH_CHECK(x.scalar_type() == at::kFloat && r.scalar_type() == at::kFloat, "float32 expected");
-    TORCH_CHECK(x.sizes() == r.sizes(), "x and residual must have the same shape");
-    const at::cuda::OptionalCUDAGuard guard(device_of(x));
-    auto xc = x.contiguous(), rc = r.contiguous();
-    auto y = torch::empty_like(xc);
-    const int64_t n = xc.numel();
-    if (n == 0) return y;
-    auto stream = at::cuda::getCurrentCUDAStream();
-    const bool aligned = ((reinterpret_cast<uintptr_t>(xc.data_ptr()) | reinterpret_cast<uintptr_t>(rc.data_ptr()) |
-                           reinterpret_cast<uintptr_t>(y.data_ptr())) & 15) == 0;
+// Launches the kernels for this size on the caller's stream; the first launch error, if any
+// (nothing further is launched after one).
+cudaError_t swish_residual_scale_launch(const float* x, const float* r, float* y, int64_t n, float s, float c,
+                                        cudaStream_t stream) {
+    const bool aligned = ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(r) |
+                           reinterpret_cast<uintptr_t>(y)) & 15) == 0;
     int64_t done = 0;
     if (aligned && n >= 4) {
         const int64_t n4 = n / 4;
         const int blocks = (int)std::min<int64_t>((n4 + 255) / 256, 132 * 16);
-        swish_vec4<<<blocks, 256, 0, stream>>>(reinterpret_cast<const float4*>(xc.data_ptr<float>()),
-            reinterpret_cast<const float4*>(rc.data_ptr<float>()), reinterpret_cast<float4*>(y.data_ptr<float>()),
-            n4, (float)scale, (float)clamp_value);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        swish_vec4<<<blocks, 256, 0, stream>>>(reinterpret_cast<const float4*>(x),
+            reinterpret_cast<const float4*>(r), reinterpret_cast<float4*>(y), n4, s, c);
+        const cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
         done = n4 * 4;
     }
     if (done < n) {
-        swish_tail<<<(int)((n - done + 255) / 256), 256, 0, stream>>>(xc.data_ptr<float>(), rc.data_ptr<float>(),
-            y.data_ptr<float>(), done, n, (float)scale, (float)clamp_value);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        swish_tail<<<(int)((n - done + 255) / 256), 256, 0, stream>>>(x, r, y, done, n, s, c);
     }
-    return y;
+    return cudaGetLastError();
 }
 """
 

@@ -5,14 +5,34 @@ from torch.utils.cpp_extension import load_inline
 
 _cpp_source = r"""
 #include <torch/extension.h>
-torch::Tensor leaky_relu_scale_cuda(torch::Tensor x, double negative_slope, double scale);
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+cudaError_t leaky_relu_scale_launch(const float* xp, float* yp, int64_t n, float pos, float neg, int sms,
+                                    cudaStream_t stream);
+
+torch::Tensor leaky_relu_scale_cuda(torch::Tensor x, double negative_slope, double scale) {
+    TORCH_CHECK(x.is_cuda(), "leaky_relu_scale_cuda: x must be a CUDA tensor");
+    TORCH_CHECK(x.scalar_type() == at::kFloat, "leaky_relu_scale_cuda: x must be float32");
+    const at::cuda::OptionalCUDAGuard device_guard(device_of(x));
+    auto xc = x.contiguous();
+    TORCH_CHECK(xc.is_contiguous(), "leaky_relu_scale_cuda: x must be contiguous");
+    auto y = torch::empty_like(xc);
+    const int64_t n = xc.numel();
+    if (n == 0) return y;
+
+    const float pos = (float)scale;
+    const float neg = (float)(negative_slope * scale);
+    const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    const cudaError_t err = leaky_relu_scale_launch(xc.data_ptr<float>(), y.data_ptr<float>(), n, pos, neg, sms,
+                                                    at::cuda::getCurrentCUDAStream());
+    TORCH_CHECK(err == cudaSuccess, "leaky_relu_scale_cuda: ", cudaGetErrorString(err));
+    return y;
+}
 """
 
 _cuda_source = r"""
-#include <torch/extension.h>
 #include <cuda_runtime.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <algorithm>
 #include <cstdint>
 
@@ -43,27 +63,15 @@ __global__ void leaky_relu_scale_scalar_kernel(const float* __restrict__ x, floa
     }
 }
 
-static int grid_for(int64_t work, int threads) {
-    const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+static int grid_for(int64_t work, int threads, int sms) {
     const int64_t blocks = (work + threads - 1) / threads;
     return (int)std::max<int64_t>(1, std::min<int64_t>(blocks, (int64_t)sms * 32));
 }
 
-torch::Tensor leaky_relu_scale_cuda(torch::Tensor x, double negative_slope, double scale) {
-    TORCH_CHECK(x.is_cuda(), "leaky_relu_scale_cuda: x must be a CUDA tensor");
-    TORCH_CHECK(x.scalar_type() == at::kFloat, "leaky_relu_scale_cuda: x must be float32");
-    const at::cuda::OptionalCUDAGuard device_guard(device_of(x));
-    auto xc = x.contiguous();
-    TORCH_CHECK(xc.is_contiguous(), "leaky_relu_scale_cuda: x must be contiguous");
-    auto y = torch::empty_like(xc);
-    const int64_t n = xc.numel();
-    if (n == 0) return y;
-
-    const float pos = (float)scale;
-    const float neg = (float)(negative_slope * scale);
-    const float* xp = xc.data_ptr<float>();
-    float* yp = y.data_ptr<float>();
-    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+// Launches the kernels for this size on the caller's stream (sms: the device's multiprocessor count);
+// the first launch error, if any (nothing further is launched after one).
+cudaError_t leaky_relu_scale_launch(const float* xp, float* yp, int64_t n, float pos, float neg, int sms,
+                                    cudaStream_t stream) {
     const int threads = 256;
 
     const bool aligned = ((reinterpret_cast<uintptr_t>(xp) | reinterpret_cast<uintptr_t>(yp)) & 15) == 0;
@@ -71,18 +79,18 @@ torch::Tensor leaky_relu_scale_cuda(torch::Tensor x, double negative_slope, doub
     if (aligned) {
         const int64_t n4 = n / 4;
         if (n4 > 0) {
-            leaky_relu_scale_vec4_kernel<<<grid_for(n4, threads), threads, 0, stream>>>(
+            leaky_relu_scale_vec4_kernel<<<grid_for(n4, threads, sms), threads, 0, stream>>>(
                 reinterpret_cast<const float4*>(xp), reinterpret_cast<float4*>(yp), n4, pos, neg);
-            C10_CUDA_KERNEL_LAUNCH_CHECK();
+            const cudaError_t err = cudaGetLastError();
+            if (err != cudaSuccess) return err;
         }
         done = n4 * 4;
     }
     if (done < n) {
-        leaky_relu_scale_scalar_kernel<<<grid_for(n - done, threads), threads, 0, stream>>>(
+        leaky_relu_scale_scalar_kernel<<<grid_for(n - done, threads, sms), threads, 0, stream>>>(
             xp, yp, done, n, pos, neg);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
-    return y;
+    return cudaGetLastError();
 }
 """
 

@@ -5,14 +5,32 @@ from torch.utils.cpp_extension import load_inline
 
 _cpp_source = r"""
 #include <torch/extension.h>
-torch::Tensor row_sum_cuda(torch::Tensor x);
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <vector>
+
+cudaError_t row_sum_launch(const float* xp, float* op, int64_t rows, int64_t cols, cudaStream_t stream);
+
+torch::Tensor row_sum_cuda(torch::Tensor x) {
+    TORCH_CHECK(x.is_cuda(), "row_sum_cuda: x must be a CUDA tensor");
+    TORCH_CHECK(x.scalar_type() == at::kFloat, "row_sum_cuda: x must be float32");
+    TORCH_CHECK(x.dim() >= 1, "row_sum_cuda: x must have at least one dimension");
+    const at::cuda::OptionalCUDAGuard device_guard(device_of(x));
+    auto xc = x.contiguous();
+    const int64_t cols = xc.size(-1);
+    std::vector<int64_t> out_sizes(xc.sizes().begin(), xc.sizes().end() - 1);
+    if (cols == 0) return torch::zeros(out_sizes, xc.options());
+    auto out = torch::empty(out_sizes, xc.options());
+    const int64_t rows = xc.numel() / cols;
+    if (rows == 0) return out;
+    const cudaError_t err = row_sum_launch(xc.data_ptr<float>(), out.data_ptr<float>(), rows, cols, at::cuda::getCurrentCUDAStream());
+    TORCH_CHECK(err == cudaSuccess, "row_sum_cuda: ", cudaGetErrorString(err));
+    return out;
+}
 """
 
 _cuda_source = r"""
-#include <torch/extension.h>
 #include <cuda_runtime.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <cstdint>
 #include <vector>
 
@@ -77,41 +95,24 @@ __global__ void row_sum_block_kernel(const float* __restrict__ x, float* __restr
     }
 }
 
-torch::Tensor row_sum_cuda(torch::Tensor x) {
-    TORCH_CHECK(x.is_cuda(), "row_sum_cuda: x must be a CUDA tensor");
-    TORCH_CHECK(x.scalar_type() == at::kFloat, "row_sum_cuda: x must be float32");
-    TORCH_CHECK(x.dim() >= 1, "row_sum_cuda: x must have at least one dimension");
-    const at::cuda::OptionalCUDAGuard device_guard(device_of(x));
-    auto xc = x.contiguous();
-    TORCH_CHECK(xc.is_contiguous(), "row_sum_cuda: x must be contiguous");
-    const int64_t cols = xc.size(-1);
-    std::vector<int64_t> out_sizes(xc.sizes().begin(), xc.sizes().end() - 1);
-    if (cols == 0) return torch::zeros(out_sizes, xc.options());
-    auto out = torch::empty(out_sizes, xc.options());
-    const int64_t rows = xc.numel() / cols;
-    if (rows == 0) return out;
-
-    const float* xp = xc.data_ptr<float>();
-    float* op = out.data_ptr<float>();
-    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+// Launches the kernel for this shape on the caller's stream; the launch's own error, if any.
+cudaError_t row_sum_launch(const float* xp, float* op, int64_t rows, int64_t cols, cudaStream_t stream) {
     // float4 loads need every row start 16-byte aligned
     const bool vec = (cols % 4 == 0) && ((reinterpret_cast<uintptr_t>(xp) & 15) == 0);
-
     if (cols <= 1024) {
         const int warps_per_block = 8;
         dim3 block(32, warps_per_block);
         const int64_t blocks = (rows + warps_per_block - 1) / warps_per_block;
-        TORCH_CHECK(blocks <= 0x7fffffff, "row_sum_cuda: too many rows");
+        if (blocks > 0x7fffffff) return cudaErrorInvalidConfiguration;
         if (vec) row_sum_warp_kernel<true><<<(unsigned)blocks, block, 0, stream>>>(xp, op, rows, cols);
         else     row_sum_warp_kernel<false><<<(unsigned)blocks, block, 0, stream>>>(xp, op, rows, cols);
     } else {
-        TORCH_CHECK(rows <= 0x7fffffff, "row_sum_cuda: too many rows");
+        if (rows > 0x7fffffff) return cudaErrorInvalidConfiguration;
         const int threads = cols >= 8192 ? 512 : 256;
         if (vec) row_sum_block_kernel<true><<<(unsigned)rows, threads, 0, stream>>>(xp, op, rows, cols);
         else     row_sum_block_kernel<false><<<(unsigned)rows, threads, 0, stream>>>(xp, op, rows, cols);
     }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return out;
+    return cudaGetLastError();
 }
 """
 

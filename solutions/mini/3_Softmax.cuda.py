@@ -5,14 +5,32 @@ from torch.utils.cpp_extension import load_inline
 
 _cpp_source = r"""
 #include <torch/extension.h>
-torch::Tensor softmax_lastdim_cuda(torch::Tensor x);
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+cudaError_t softmax_lastdim_launch(const float* xp, float* yp, int64_t rows, int64_t cols, cudaStream_t stream);
+
+torch::Tensor softmax_lastdim_cuda(torch::Tensor x) {
+    TORCH_CHECK(x.is_cuda(), "softmax_lastdim_cuda: x must be a CUDA tensor");
+    TORCH_CHECK(x.scalar_type() == at::kFloat, "softmax_lastdim_cuda: x must be float32");
+    TORCH_CHECK(x.dim() >= 1, "softmax_lastdim_cuda: x must have at least one dimension");
+    const at::cuda::OptionalCUDAGuard device_guard(device_of(x));
+    auto xc = x.contiguous();
+    TORCH_CHECK(xc.is_contiguous(), "softmax_lastdim_cuda: x must be contiguous");
+    auto y = torch::empty_like(xc);
+    const int64_t cols = xc.size(-1);
+    if (cols == 0 || xc.numel() == 0) return y;
+    const int64_t rows = xc.numel() / cols;
+    TORCH_CHECK(rows <= 0x7fffffff, "softmax_lastdim_cuda: too many rows");
+    const cudaError_t err = softmax_lastdim_launch(xc.data_ptr<float>(), y.data_ptr<float>(), rows, cols,
+                                                   at::cuda::getCurrentCUDAStream());
+    TORCH_CHECK(err == cudaSuccess, "softmax_lastdim_cuda: ", cudaGetErrorString(err));
+    return y;
+}
 """
 
 _cuda_source = r"""
-#include <torch/extension.h>
 #include <cuda_runtime.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
 #include <cstdint>
 #include <cmath>
 
@@ -158,22 +176,8 @@ softmax_online_kernel(const float* __restrict__ x, float* __restrict__ y, int64_
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = __expf(xr[j] - rm) * inv;
 }
 
-torch::Tensor softmax_lastdim_cuda(torch::Tensor x) {
-    TORCH_CHECK(x.is_cuda(), "softmax_lastdim_cuda: x must be a CUDA tensor");
-    TORCH_CHECK(x.scalar_type() == at::kFloat, "softmax_lastdim_cuda: x must be float32");
-    TORCH_CHECK(x.dim() >= 1, "softmax_lastdim_cuda: x must have at least one dimension");
-    const at::cuda::OptionalCUDAGuard device_guard(device_of(x));
-    auto xc = x.contiguous();
-    TORCH_CHECK(xc.is_contiguous(), "softmax_lastdim_cuda: x must be contiguous");
-    auto y = torch::empty_like(xc);
-    const int64_t cols = xc.size(-1);
-    if (cols == 0 || xc.numel() == 0) return y;
-    const int64_t rows = xc.numel() / cols;
-    TORCH_CHECK(rows <= 0x7fffffff, "softmax_lastdim_cuda: too many rows");
-
-    const float* xp = xc.data_ptr<float>();
-    float* yp = y.data_ptr<float>();
-    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+// Launches the kernel for this shape on the caller's stream (rows <= 0x7fffffff); the launch's own error, if any.
+cudaError_t softmax_lastdim_launch(const float* xp, float* yp, int64_t rows, int64_t cols, cudaStream_t stream) {
     const bool vec = (cols % 4 == 0) &&
                      ((reinterpret_cast<uintptr_t>(xp) | reinterpret_cast<uintptr_t>(yp)) & 15) == 0;
     const int64_t cols4 = cols / 4;
@@ -192,8 +196,7 @@ torch::Tensor softmax_lastdim_cuda(torch::Tensor x) {
     } else {
         softmax_online_kernel<<<grid, kThreads, 0, stream>>>(xp, yp, cols);
     }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return y;
+    return cudaGetLastError();
 }
 """
 

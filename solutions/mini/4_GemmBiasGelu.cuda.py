@@ -3,12 +3,30 @@ import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-_cpp = "torch::Tensor bias_gelu_(torch::Tensor y, torch::Tensor bias);"
-
-_cuda = r"""
+_cpp = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
+
+cudaError_t bias_gelu_launch(float* y, const float* bias, int64_t n, int64_t cols, cudaStream_t stream);
+
+torch::Tensor bias_gelu_(torch::Tensor y, torch::Tensor bias) {
+    TORCH_CHECK(y.is_cuda() && bias.is_cuda() && y.is_contiguous() && bias.is_contiguous(), "contiguous CUDA tensors");
+    TORCH_CHECK(y.scalar_type() == at::kFloat && bias.scalar_type() == at::kFloat, "float32 expected");
+    const at::cuda::OptionalCUDAGuard guard(device_of(y));
+    const int64_t n = y.numel(), cols = bias.numel();
+    TORCH_CHECK(cols > 0 && n % cols == 0, "bias must match the last dimension");
+    const cudaError_t err = bias_gelu_launch(y.data_ptr<float>(), bias.data_ptr<float>(), n, cols,
+                                             at::cuda::getCurrentCUDAStream());
+    TORCH_CHECK(err == cudaSuccess, "bias_gelu_: ", cudaGetErrorString(err));
+    return y;
+}
+"""
+
+_cuda = r"""
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdint>
 
 // y[r, c] = gelu(y[r, c] + bias[c]), exact (erf) GELU as F.gelu's default; cols % 4 == 0 uses float4.
 __global__ void bias_gelu_vec4(float4* __restrict__ y, const float4* __restrict__ bias, int64_t n4, int64_t cols4) {
@@ -28,24 +46,18 @@ __global__ void bias_gelu_scalar(float* __restrict__ y, const float* __restrict_
     }
 }
 
-torch::Tensor bias_gelu_(torch::Tensor y, torch::Tensor bias) {
-    TORCH_CHECK(y.is_cuda() && bias.is_cuda() && y.is_contiguous() && bias.is_contiguous(), "contiguous CUDA tensors");
-    TORCH_CHECK(y.scalar_type() == at::kFloat && bias.scalar_type() == at::kFloat, "float32 expected");
-    const at::cuda::OptionalCUDAGuard guard(device_of(y));
-    const int64_t n = y.numel(), cols = bias.numel();
-    TORCH_CHECK(cols > 0 && n % cols == 0, "bias must match the last dimension");
-    auto stream = at::cuda::getCurrentCUDAStream();
+// Launches the kernel for this size on the caller's stream (cols > 0, n % cols == 0); the launch's own error, if any.
+cudaError_t bias_gelu_launch(float* y, const float* bias, int64_t n, int64_t cols, cudaStream_t stream) {
     if (cols % 4 == 0) {
         const int64_t n4 = n / 4;
         const int blocks = (int)std::min<int64_t>((n4 + 255) / 256, 132 * 16);
-        bias_gelu_vec4<<<blocks, 256, 0, stream>>>(reinterpret_cast<float4*>(y.data_ptr<float>()),
-            reinterpret_cast<const float4*>(bias.data_ptr<float>()), n4, cols / 4);
+        bias_gelu_vec4<<<blocks, 256, 0, stream>>>(reinterpret_cast<float4*>(y),
+            reinterpret_cast<const float4*>(bias), n4, cols / 4);
     } else {
         const int blocks = (int)std::min<int64_t>((n + 255) / 256, 132 * 16);
-        bias_gelu_scalar<<<blocks, 256, 0, stream>>>(y.data_ptr<float>(), bias.data_ptr<float>(), n, cols);
+        bias_gelu_scalar<<<blocks, 256, 0, stream>>>(y, bias, n, cols);
     }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return y;
+    return cudaGetLastError();
 }
 """
 

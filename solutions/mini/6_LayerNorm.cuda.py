@@ -3,12 +3,34 @@ import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-_cpp = "torch::Tensor layer_norm_rows(torch::Tensor x, torch::Tensor w, torch::Tensor b, double eps);"
-
-_cuda = r"""
+_cpp = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
+
+cudaError_t layer_norm_rows_launch(const float* x, const float* w, const float* b, float* y, int64_t rows, int64_t cols,
+                                   float eps, cudaStream_t stream);
+
+torch::Tensor layer_norm_rows(torch::Tensor x, torch::Tensor w, torch::Tensor b, double eps) {
+    TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kFloat, "float32 CUDA input expected");
+    const at::cuda::OptionalCUDAGuard guard(device_of(x));
+    auto xc = x.contiguous(), wc = w.contiguous(), bc = b.contiguous();
+    const int64_t cols = wc.numel();
+    TORCH_CHECK(cols > 0 && xc.numel() % cols == 0, "weight must match the last dimension");
+    auto y = torch::empty_like(xc);
+    const int64_t rows = xc.numel() / cols;
+    if (rows == 0) return y;
+    const cudaError_t err = layer_norm_rows_launch(xc.data_ptr<float>(), wc.data_ptr<float>(), bc.data_ptr<float>(),
+                                                   y.data_ptr<float>(), rows, cols, (float)eps,
+                                                   at::cuda::getCurrentCUDAStream());
+    TORCH_CHECK(err == cudaSuccess, "layer_norm_rows: ", cudaGetErrorString(err));
+    return y;
+}
+"""
+
+_cuda = r"""
+#include <cuda_runtime.h>
+#include <cstdint>
 
 __device__ float block_sum(float v, float* shared) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
@@ -35,20 +57,12 @@ __global__ void layer_norm_kernel(const float* __restrict__ x, const float* __re
     for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) out[i] = (row[i] - mean) * rstd * w[i] + b[i];
 }
 
-torch::Tensor layer_norm_rows(torch::Tensor x, torch::Tensor w, torch::Tensor b, double eps) {
-    TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kFloat, "float32 CUDA input expected");
-    const at::cuda::OptionalCUDAGuard guard(device_of(x));
-    auto xc = x.contiguous(), wc = w.contiguous(), bc = b.contiguous();
-    const int64_t cols = wc.numel();
-    TORCH_CHECK(cols > 0 && xc.numel() % cols == 0, "weight must match the last dimension");
-    auto y = torch::empty_like(xc);
-    const int64_t rows = xc.numel() / cols;
-    if (rows == 0) return y;
+// Launches the kernel for this shape on the caller's stream; the launch's own error, if any.
+cudaError_t layer_norm_rows_launch(const float* x, const float* w, const float* b, float* y, int64_t rows, int64_t cols,
+                                   float eps, cudaStream_t stream) {
     const int threads = cols >= 1024 ? 1024 : (int)((cols + 31) / 32 * 32);
-    layer_norm_kernel<<<(unsigned)rows, threads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        xc.data_ptr<float>(), wc.data_ptr<float>(), bc.data_ptr<float>(), y.data_ptr<float>(), cols, (float)eps);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return y;
+    layer_norm_kernel<<<(unsigned)rows, threads, 0, stream>>>(x, w, b, y, cols, eps);
+    return cudaGetLastError();
 }
 """
 

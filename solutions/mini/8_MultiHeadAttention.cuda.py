@@ -5,12 +5,33 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.cpp_extension import load_inline
 
-_cpp = "torch::Tensor merge_heads(torch::Tensor o);"
-
-_cuda = r"""
+_cpp = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
+
+cudaError_t merge_heads_launch(const float* o, float* y, int64_t B, int64_t H, int64_t S, int64_t D, int64_t sb,
+                               int64_t sh, int64_t ss, cudaStream_t stream);
+
+torch::Tensor merge_heads(torch::Tensor o) {
+    TORCH_CHECK(o.is_cuda() && o.scalar_type() == at::kFloat && o.dim() == 4, "(B, H, S, D) float32 CUDA tensor");
+    const at::cuda::OptionalCUDAGuard guard(device_of(o));
+    if (o.stride(3) != 1) o = o.contiguous();
+    const int64_t B = o.size(0), H = o.size(1), S = o.size(2), D = o.size(3);
+    auto y = torch::empty({B, S, H * D}, o.options());
+    const int64_t n = y.numel();
+    if (n == 0) return y;
+    const cudaError_t err = merge_heads_launch(o.data_ptr<float>(), y.data_ptr<float>(), B, H, S, D, o.stride(0),
+                                               o.stride(1), o.stride(2), at::cuda::getCurrentCUDAStream());
+    TORCH_CHECK(err == cudaSuccess, "merge_heads: ", cudaGetErrorString(err));
+    return y;
+}
+"""
+
+_cuda = r"""
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdint>
 
 // o: (B, H, S, D) with any strides whose last one is 1  ->  y: contiguous (B, S, H*D)
 __global__ void merge_heads_kernel(const float* __restrict__ o, float* __restrict__ y, int64_t B, int64_t H, int64_t S,
@@ -22,19 +43,14 @@ __global__ void merge_heads_kernel(const float* __restrict__ o, float* __restric
     }
 }
 
-torch::Tensor merge_heads(torch::Tensor o) {
-    TORCH_CHECK(o.is_cuda() && o.scalar_type() == at::kFloat && o.dim() == 4, "(B, H, S, D) float32 CUDA tensor");
-    const at::cuda::OptionalCUDAGuard guard(device_of(o));
-    if (o.stride(3) != 1) o = o.contiguous();
-    const int64_t B = o.size(0), H = o.size(1), S = o.size(2), D = o.size(3);
-    auto y = torch::empty({B, S, H * D}, o.options());
-    const int64_t n = y.numel();
-    if (n == 0) return y;
+// Launches the kernel for this shape (y: contiguous (B, S, H*D), not empty) on the caller's stream;
+// the launch's own error, if any.
+cudaError_t merge_heads_launch(const float* o, float* y, int64_t B, int64_t H, int64_t S, int64_t D, int64_t sb,
+                               int64_t sh, int64_t ss, cudaStream_t stream) {
+    const int64_t n = B * S * (H * D);
     const int blocks = (int)std::min<int64_t>((n + 255) / 256, 132 * 16);
-    merge_heads_kernel<<<blocks, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-        o.data_ptr<float>(), y.data_ptr<float>(), B, H, S, D, o.stride(0), o.stride(1), o.stride(2));
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return y;
+    merge_heads_kernel<<<blocks, 256, 0, stream>>>(o, y, B, H, S, D, sb, sh, ss);
+    return cudaGetLastError();
 }
 """
 

@@ -4,12 +4,30 @@ import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-_cpp = "torch::Tensor cumsum_rows(torch::Tensor x);"
-
-_cuda = r"""
+_cpp = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
+
+cudaError_t cumsum_rows_launch(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream);
+
+torch::Tensor cumsum_rows(torch::Tensor x) {
+    TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kFloat, "float32 CUDA input expected");
+    const at::cuda::OptionalCUDAGuard guard(device_of(x));
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    const int64_t cols = xc.size(-1), rows = cols ? xc.numel() / cols : 0;
+    if (rows == 0 || cols == 0) return y;
+    const cudaError_t err = cumsum_rows_launch(xc.data_ptr<float>(), y.data_ptr<float>(), rows, cols,
+                                               at::cuda::getCurrentCUDAStream());
+    TORCH_CHECK(err == cudaSuccess, "cumsum_rows: ", cudaGetErrorString(err));
+    return y;
+}
+"""
+
+_cuda = r"""
+#include <cuda_runtime.h>
+#include <cstdint>
 
 __global__ void cumsum_rows_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t cols) {
     __shared__ float warp_totals[32];
@@ -39,17 +57,10 @@ __global__ void cumsum_rows_kernel(const float* __restrict__ x, float* __restric
     for (int64_t i = begin; i < end; ++i) { running += row[i]; out[i] = running; }
 }
 
-torch::Tensor cumsum_rows(torch::Tensor x) {
-    TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kFloat, "float32 CUDA input expected");
-    const at::cuda::OptionalCUDAGuard guard(device_of(x));
-    auto xc = x.contiguous();
-    auto y = torch::empty_like(xc);
-    const int64_t cols = xc.size(-1), rows = cols ? xc.numel() / cols : 0;
-    if (rows == 0 || cols == 0) return y;
-    cumsum_rows_kernel<<<(unsigned)rows, 1024, 0, at::cuda::getCurrentCUDAStream()>>>(
-        xc.data_ptr<float>(), y.data_ptr<float>(), cols);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return y;
+// Launches the kernel for this shape on the caller's stream; the launch's own error, if any.
+cudaError_t cumsum_rows_launch(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream) {
+    cumsum_rows_kernel<<<(unsigned)rows, 1024, 0, stream>>>(x, y, cols);
+    return cudaGetLastError();
 }
 """
 
