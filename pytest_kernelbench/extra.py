@@ -20,6 +20,7 @@ class Extra:
     runner_early: bool | None = None  # the candidate's runner started while the reference worked
     build_cached: bool | None = None  # its build folder was in the cache
     build_slot: int | None = None  # the machine's build slot its build held (locking.build_slot)
+    build_cores: int | None = None  # GPU: how many cores its build step ran on, the timing cores set aside (cores.build_cores)
     build_slot_wait_s: float | None = None  # seconds it waited for one (charged to no one)
     pch: dict[str, Any] | None = None  # the shared precompiled headers the judge built for its build step
     # its .cu compiles, by header: "light" (torch/extension.h built as torch/types.h) or "fallback" (as written): build/light.py

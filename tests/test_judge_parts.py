@@ -711,6 +711,14 @@ def test_a_gpu_timing_core_is_one_per_device_and_none_on_a_small_machine():
     assert timing_core(0, set()) is None
 
 
+def test_build_steps_on_a_gpu_machine_keep_off_every_gpus_timing_core():
+    from pytest_kernelbench.judge.cores import MIN_CORES, build_cores
+
+    assert build_cores(1, set(range(16))) == set(range(15)) and build_cores(2, set(range(16))) == set(range(14))
+    assert build_cores(1, {0, 1, 2, 5, 7}) == {0, 1, 2, 5}
+    assert build_cores(1, set(range(MIN_CORES - 1))) is None and build_cores(0, set(range(16))) is None  # nothing set aside
+
+
 def _cores_of(pid: int) -> list[set[int]]:
     """The cores each thread of ``pid`` may run on."""
     return [set(os.sched_getaffinity(int(tid))) for tid in os.listdir(f"/proc/{pid}/task")]

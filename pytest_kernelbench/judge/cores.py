@@ -8,6 +8,9 @@ offsets of 3-20% on `L1-12` and 2.2-3.0% on `L1-95` (the sd of the log ratio of 
 docs/timing-fidelity.md). The judge's two runners never run at once in a timed phase (the other side is stopped or
 waits on its socket), so one core serves both without either waiting.
 
+Build steps on a GPU machine keep off the timing cores (:func:`build_cores`): their compilers would share the core a
+timed call is dispatched from. A build may move its own threads back (any process may); honest compilers do not.
+
 Only the exclusive GPU ``time`` phase binds: first calls (Triton's JIT, inductor's compile workers) keep every core, and
 a CPU timing phase's threads already use them all. The supervisor binds every thread of both runners' process trees at
 the phase's start and binds the candidate's again each time it stops it: a thread the candidate starts inherits the
@@ -37,6 +40,16 @@ def timing_core(device_index: int, cores: set[int] | None = None) -> int | None:
         return None
     ordered = sorted(cores)
     return ordered[-1 - device_index % len(ordered)]
+
+
+def build_cores(devices: int, cores: set[int] | None = None) -> set[int] | None:
+    """The cores a GPU machine's build steps run on: every allowed core but the ``devices`` GPUs' timing cores. On one
+    H200 of 16 cores, 14 compilers at a time shared the timing core with the timed calls, whose dispatch then varied
+    enough that most level-3 timings ran to ``max_time`` (docs/performance.md). None where no core is set aside."""
+    cores = allowed() if cores is None else cores
+    timing = {core for core in (timing_core(i, cores) for i in range(devices)) if core is not None}
+    rest = cores - timing
+    return rest if timing and rest else None
 
 
 def bind(pids: Iterable[int], cores: set[int]) -> tuple[int, int]:

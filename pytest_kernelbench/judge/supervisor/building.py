@@ -15,8 +15,10 @@ from pathlib import Path
 import torch
 from filelock import Timeout
 
+from .. import cores
 from .. import protocol as p
 from ..locking import build_slot
+from ..procs import descendants
 from ..sandbox import Mounts
 from .plan import CACHED_BUILD_WAIT_S, CHECK_ARCH, JIT_CACHE_BYTES, PCH_WAIT_S
 from .record import Context, Verdict
@@ -88,6 +90,7 @@ class Builder:
             runners.pch = Requests(Path(ctx.cfg.pch_dir), wanted)
         # set up on the CPU: a build needs no CUDA context (0.5 s and a context switch on a GPU another judge times)
         builder = runners.set_up(runners.launch(step_env, "build.log", Mounts(writable=[path]), side_name="build"), device="cpu")
+        self._off_timing_cores(builder)
         try:
             load = p.Load(ctx.source, "kb_candidate.py", build_only=True, build_rank=ctx.spec.build_rank,
                           compile_only=ctx.cpu_check and self.compile_only)  # fmt: skip
@@ -100,6 +103,13 @@ class Builder:
                 ctx.status.enter("pch")
                 ctx.found.extra.pch, runners.pch = runners.pch.close(), None
                 ctx.status.enter("compile")
+
+    def _off_timing_cores(self, builder: Side) -> None:
+        """On a GPU, the build step's tree (its compilers are born from it) on every core but the GPUs' timing cores."""
+        keep = cores.build_cores(torch.cuda.device_count()) if self.ctx.on_gpu else None
+        if keep is not None and os.environ.get("KB_TIMING_CORE", "1") != "0":
+            cores.bind(builder.members() or [builder.process.pid, *descendants(builder.process.pid)], keep)
+            self.ctx.found.extra.build_cores = len(keep)
 
     @property
     def compile_only(self) -> bool:
