@@ -719,6 +719,17 @@ def test_build_steps_on_a_gpu_machine_keep_off_every_gpus_timing_core():
     assert build_cores(1, set(range(MIN_CORES - 1))) is None and build_cores(0, set(range(16))) is None  # nothing set aside
 
 
+def test_the_gpus_a_build_step_keeps_off_are_counted_without_cuda(tmp_path):
+    from pytest_kernelbench.judge.cores import visible_gpus
+
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        (tmp_path / name).touch()
+    assert visible_gpus({}, str(tmp_path)) == 2  # the device files, not the control ones
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "1"}, str(tmp_path)) == 1
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "0, 2,-1,3"}, str(tmp_path)) == 2  # up to the first hidden one
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, str(tmp_path)) == 0
+
+
 def _cores_of(pid: int) -> list[set[int]]:
     """The cores each thread of ``pid`` may run on."""
     return [set(os.sched_getaffinity(int(tid))) for tid in os.listdir(f"/proc/{pid}/task")]

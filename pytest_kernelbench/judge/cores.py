@@ -21,6 +21,7 @@ call. At the phase's end they go back to the supervisor's own cores.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 from collections.abc import Iterable
 
@@ -40,6 +41,20 @@ def timing_core(device_index: int, cores: set[int] | None = None) -> int | None:
         return None
     ordered = sorted(cores)
     return ordered[-1 - device_index % len(ordered)]
+
+
+def visible_gpus(environ: dict[str, str] | None = None, dev: str = "/dev") -> int:
+    """How many GPUs this process may use, without initialising CUDA (a build step's supervisor needs no driver):
+    ``CUDA_VISIBLE_DEVICES``'s entries up to the first hidden one, else the ``nvidiaN`` device files."""
+    listed = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return len(glob.glob(os.path.join(dev, "nvidia[0-9]*")))
+    count = 0
+    for entry in (e.strip() for e in listed.split(",")):
+        if not entry or entry.startswith("-"):  # CUDA ignores what follows an invalid entry ("-1" hides every GPU)
+            break
+        count += 1
+    return count
 
 
 def build_cores(devices: int, cores: set[int] | None = None) -> set[int] | None:

@@ -106,7 +106,7 @@ class Builder:
 
     def _off_timing_cores(self, builder: Side) -> None:
         """On a GPU, the build step's tree (its compilers are born from it) on every core but the GPUs' timing cores."""
-        keep = cores.build_cores(torch.cuda.device_count()) if self.ctx.on_gpu else None
+        keep = cores.build_cores(cores.visible_gpus()) if self.ctx.on_gpu else None
         if keep is not None and os.environ.get("KB_TIMING_CORE", "1") != "0":
             cores.bind(builder.members() or [builder.process.pid, *descendants(builder.process.pid)], keep)
             self.ctx.found.extra.build_cores = len(keep)
