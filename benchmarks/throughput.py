@@ -36,7 +36,8 @@ the judges' own stage times (init + run + compare + time) over the phase's wall 
 machine's busy fraction over the phase and per 5 s (``cpu_busy_per_5s``: where the cores sat idle),
 and the CPU-seconds of each judge's and build's process trees (``cpu_s``). Each candidate's line (``judged {...}`` on
 stdout, and ``results`` in the row for a realistic corpus): outcome, speedup, wall, stage seconds, the device lock held
-per phase (``lock_held_s``), the parts of each phase (``split_s``), CPU-seconds per process tree; the row sums them,
+per phase (``lock_held_s``), the parts of each phase (``split_s``), CPU-seconds per process tree, how its time phase
+went (``timing``: calls timed and checked, calls a round, why it stopped, a second batch, both medians); the row sums them,
 and ``time_s`` splits the judges' summed wall into compile stage, lock held, waiting for the lock and the rest.
 Writes OUT/throughput.json (a phase at a time, so a cut-off run keeps what it finished) and OUT/throughput.md (the
 tables it prints: phases, where the time went, each candidate).
