@@ -233,13 +233,16 @@ def _pch_events(config: EvalConfig, since: float) -> dict[str, int]:
 
 def _timing(result) -> dict:
     """How a candidate's time phase went: calls timed and checked (both batches), calls a round, why timing stopped,
-    whether a second batch was timed, the reference's and the candidate's median ms, capped or noisy."""
+    whether a second batch was timed, the reference's and the candidate's median ms, capped or noisy, and the wall
+    clock's check of the batch that stood and of a first batch timed again (excess over the bound: whether a second
+    batch could have helped)."""
     extra = result.extra
     return {"timed_calls": extra.timed_calls, "checked_calls": extra.checked_calls, "per_round": extra.calls_per_round,
             "stop": extra.timing_stop, "second_batch": extra.wall_check_first_batch is not None,
             "ref_ms": result.ref.median if result.ref else None, "new_ms": result.new.median if result.new else None,
             "samples": result.new.rounds if result.new else None,
-            "capped": extra.speedup_capped, "noisy": extra.speedup_noisy}  # fmt: skip
+            "capped": extra.speedup_capped, "noisy": extra.speedup_noisy,
+            "wall_check": extra.wall_check, "first_batch": extra.wall_check_first_batch}  # fmt: skip
 
 
 def judged_line(pck, result, started: float, busy: float | None, samples: bool) -> dict:
