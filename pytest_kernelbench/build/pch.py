@@ -452,7 +452,8 @@ def trusted_includes() -> list[Path]:
             pass
     from ..judge.compile_only import cuda_home  # the toolkit a build compiles with where torch finds none (a CPU wheel)
 
-    folders += [os.path.join(cuda_home(), "include")] if cuda_home() else []
+    home = cuda_home()
+    folders += [os.path.join(home, "include")] if home else []
     return list(dict.fromkeys(Path(os.path.realpath(folder)) for folder in folders if folder))
 
 

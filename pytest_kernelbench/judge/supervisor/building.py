@@ -18,7 +18,6 @@ from filelock import Timeout
 from .. import cores
 from .. import protocol as p
 from ..locking import build_slot
-from ..procs import descendants
 from ..sandbox import Mounts
 from .plan import CACHED_BUILD_WAIT_S, CHECK_ARCH, JIT_CACHE_BYTES, PCH_WAIT_S
 from .record import Context, Verdict
@@ -108,7 +107,7 @@ class Builder:
         """On a GPU, the build step's tree (its compilers are born from it) on every core but the GPUs' timing cores."""
         keep = cores.build_cores(cores.visible_gpus()) if self.ctx.on_gpu else None
         if keep is not None and os.environ.get("KB_TIMING_CORE", "1") != "0":
-            cores.bind(builder.members() or [builder.process.pid, *descendants(builder.process.pid)], keep)
+            cores.bind(builder.pids(), keep)
             self.ctx.found.extra.build_cores = len(keep)
 
     @property
