@@ -79,18 +79,34 @@ class ModelNew(nn.Module):
         return _ext.fused(x.contiguous())
 """
 
+# The control: the reference's own code as the candidate, whose wall-clock overhead should be the reference's.
+SAME = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x * 2.0 + 1.0
+"""
+
 SIZES = [2**k for k in range(12, 27, 2)]
+CANDIDATES = {"fused": FUSED, "same": SAME}
 
 
-def judge(size: int, build_dir: str) -> dict:
+def judge(size: int, build_dir: str, name: str = "fused", sandbox: str = "auto") -> dict:
     problem = Problem("mini", 90, f"90_ScaleShift_{size}", PROBLEM.replace("SIZE", str(size)), "benchmarks/small_kernels.py")
-    result = evaluate(problem, Candidate(FUSED, "", "fused"), EvalConfig(device="cuda", timeout=600, build_dir=build_dir))
+    cfg = EvalConfig(device="cuda", timeout=600, build_dir=build_dir, sandbox=sandbox)
+    result = evaluate(problem, Candidate(CANDIDATES[name], "", name), cfg)
     wall = result.extra.wall_check or {}
     event = wall.get("event_speedup")
-    row = {"size": size, "outcome": result.outcome.value, "ref_us": _us(result.ref_ms), "new_us": _us(result.new_ms),
+    parts = {k: v for k, v in (result.extra.split_s or {}).items() if k.startswith("time")}
+    row = {"size": size, "candidate": name, "sandbox": sandbox, "outcome": result.outcome.value,
+           "ref_us": _us(result.ref_ms), "new_us": _us(result.new_ms),
            "event_speedup": event, "printed_speedup": result.speedup, "capped": bool(result.extra.speedup_capped),
            "noisy": bool(result.extra.speedup_noisy), "calls_per_round": result.extra.calls_per_round,
-           "timer": result.extra.timer, "message": result.message[:300]}  # fmt: skip
+           "timer": result.extra.timer, "message": result.message[:300], "wall_check": wall,
+           "timed_calls": result.extra.timed_calls, "time_split_s": parts}  # fmt: skip
     if event and result.speedup:
         row["printed_over_event"] = round(result.speedup / event, 4)
     return row
@@ -101,15 +117,18 @@ def _us(ms: float | None) -> float | None:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| values | outcome | ref us | new us | event speedup | printed | capped | printed / event | within 5% |",
-             "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | --- |"]  # fmt: skip
+    lines = ["| values | candidate | outcome | ref us | new us | event speedup | printed | capped | printed / event | within 5% "
+             "| excess us | bound us |", "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: |"]  # fmt: skip
     for r in rows:
         ratio = r.get("printed_over_event")
         within = "-" if ratio is None else ("yes" if abs(ratio - 1) <= 0.05 else "no")
         event = "-" if r["event_speedup"] is None else f"{r['event_speedup']:.3f}"
         printed = "-" if r["printed_speedup"] is None else f"{r['printed_speedup']:.3f}"
-        lines.append(f"| {r['size']} | {r['outcome']} | {r['ref_us']} | {r['new_us']} | {event} | {printed} | "
-                     f"{r['capped']} | {ratio if ratio is not None else '-'} | {within} |")  # fmt: skip
+        wall = r.get("wall_check") or {}
+        excess, bound = (_us(wall.get(k)) if wall.get(k) is not None else "-" for k in ("excess_ms", "bound_ms"))
+        who = r.get("candidate", "fused") + ("" if r.get("sandbox", "auto") == "auto" else f" (sandbox {r['sandbox']})")
+        lines.append(f"| {r['size']} | {who} | {r['outcome']} | {r['ref_us']} | {r['new_us']} | {event} | {printed} | "
+                     f"{r['capped']} | {ratio if ratio is not None else '-'} | {within} | {excess} | {bound} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -117,12 +136,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="the JSON rows; the Markdown table beside it (.md)")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="float32 values per input, comma-separated")
+    parser.add_argument("--candidates", default="fused", help="comma-separated: fused (the honest fused kernel), same "
+                        "(the reference's own code, the control)")
+    parser.add_argument("--sandbox", default="auto", choices=["auto", "off"], help="the candidate's runner (--kb-sandbox)")
     args = parser.parse_args()
+    names = args.candidates.split(",")
+    if unknown := sorted(set(names) - set(CANDIDATES)):
+        parser.error(f"--candidates {','.join(unknown)}: choose from {', '.join(CANDIDATES)}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="kb-small-") as build_dir:  # one build, then found in the cache
         for size in (int(s) for s in args.sizes.split(",")):
-            rows.append(judge(size, build_dir))
-            print(json.dumps(rows[-1]), flush=True)
+            for name in names:
+                rows.append(judge(size, build_dir, name, args.sandbox))
+                print(json.dumps(rows[-1]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=1))
     args.out.with_suffix(".md").write_text(table(rows) + "\n")
