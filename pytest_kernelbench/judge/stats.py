@@ -175,6 +175,9 @@ class WallCheck:
     ref_overhead_ms: float
     confirmed_ms: float  # the candidate time the wall clock vouches for: max(claim, implied - bound, resolution)
     capped: bool  # the claim was below what the wall clock can vouch for
+    # what a batch of the same medians and no noise at all would vouch for (its bound the floor and WALL_REL alone): a
+    # cap that stands even there is not lifted by timing once more (cap_matters)
+    noiseless_ms: float = math.nan
 
     def to_dict(self) -> dict[str, float | bool]:
         return {k: (round(v, 6) if isinstance(v, float) and math.isfinite(v) else v) for k, v in dataclasses.asdict(self).items()}
@@ -195,11 +198,20 @@ def wall_check(ref_ms: list[float], ref_wall: list[float], new_ms: list[float], 
     ref_over_med = statistics.median(ref_over)
     excess = statistics.median(new_over) - ref_over_med
     se = math.hypot(_median_se(ref_over), _median_se(new_over))
-    resolution = WALL_SIGMAS * se + WALL_FLOOR_MS.get(device, WALL_FLOOR_MS["cpu"])
+    floor_ms = WALL_FLOOR_MS.get(device, WALL_FLOOR_MS["cpu"])
+    resolution = WALL_SIGMAS * se + floor_ms
     bound = resolution + WALL_REL * new_med
     implied_new = statistics.median(new_wall) - ref_over_med
     event_speedup = ref_med / new_med if new_med > 0 else math.inf
     wall_speedup = ref_med / implied_new if implied_new > 0 else math.inf
+    confirmed = _confirmed(ref_med, new_med, implied_new, resolution, bound)
+    noiseless = _confirmed(ref_med, new_med, implied_new, floor_ms, floor_ms + WALL_REL * new_med)
+    return WallCheck(excess <= bound, event_speedup, wall_speedup, excess, bound, ref_over_med, confirmed, confirmed > new_med,
+                     noiseless)  # fmt: skip
+
+
+def _confirmed(ref_med: float, new_med: float, implied_new: float, resolution: float, bound: float) -> float:
+    """The candidate time the wall clock vouches for, given its ``resolution`` and ``bound``."""
     # A gain the clock cannot resolve is not printed (at most 1.0x, or the resolution's worth); a loss is.
     floor = min(resolution, ref_med) if math.isfinite(resolution) else 0.0
     confirmed = max(new_med, implied_new - bound, floor)
@@ -209,7 +221,7 @@ def wall_check(ref_ms: list[float], ref_wall: list[float], new_ms: list[float], 
     unverifiable = ref_med > new_med and bound >= VERIFY_SHARE * (ref_med - new_med)
     if confirmed > new_med or unverifiable:
         confirmed = max(confirmed, implied_new)
-    return WallCheck(excess <= bound, event_speedup, wall_speedup, excess, bound, ref_over_med, confirmed, confirmed > new_med)
+    return confirmed
 
 
 # ---------------------------------------------------------------- process pairs
@@ -229,10 +241,13 @@ PROCESS_SD = {"cuda": 0.015, "cpu": 0.02}
 
 def cap_matters(check: WallCheck, claim_ms: float, gpu: bool) -> bool:
     """Whether the wall clock capped a batch's claim (``claim_ms``: the candidate's median) by more than the band within
-    which a speedup is not timed again in another pair either: such a batch is timed once more (Timer.time); a second
-    batch cannot move a smaller cap past the band, and costs the device lock a batch's time."""
+    which a speedup is not timed again in another pair either, and less noise could lift that cap within the band: such
+    a batch is timed once more (Timer.time). A second batch cannot move a smaller cap past the band; and one that stands
+    with no noise at all (``noiseless_ms``: a claim below the clock's floor, or a gain its floor and WALL_REL leave
+    unverifiable) only draws the clock's own estimate again. Either costs the device lock a batch's time."""
     band = GPU_BAND if gpu else PAIR_BAND
-    return check.capped and (claim_ms <= 0 or check.confirmed_ms > claim_ms * (1 + band))
+    limit = claim_ms * (1 + band)
+    return check.capped and (claim_ms <= 0 or check.confirmed_ms > limit) and not check.noiseless_ms > limit
 
 
 @dataclasses.dataclass
