@@ -357,6 +357,37 @@ def test_timing_may_stop_early_on_a_gpu_for_big_calls_and_long_rounds_only():
     assert calls_per_round(slowed, 0) == 1 and early_stop(slowed, 0, 1) and not early_stop(slowed, 0, 1, call_ms=0.3)
 
 
+def test_rounds_grow_where_the_references_warm_up_calls_alone_on_the_device_allow_more_calls():
+    """Issue 46: the reference's fastest call before the time phase came from shared phases, where other judges' work
+    slowed it, so 1-3 ms models were timed one call a round; the warm-up's calls, alone on the device, size the rounds."""
+    from types import SimpleNamespace
+
+    from pytest_kernelbench.judge.supervisor.plan import ROUND_MS, Footprint
+    from pytest_kernelbench.judge.supervisor.record import Findings
+    from pytest_kernelbench.judge.supervisor.timing import Timer
+
+    bound: list[tuple[int, bool]] = []
+    buffers = SimpleNamespace(bind=lambda calls, moving: bound.append((calls, moving)))
+
+    def timer(warm: list[float], gpu: bool = True, asked: int = 0) -> Timer:
+        fp = Footprint(on_gpu=gpu, io_bytes=(1 << 20, 1 << 20), ref_ms=30.0)  # slowed in a shared phase: one call a round
+        ctx = SimpleNamespace(fp=fp, on_gpu=gpu, cfg=SimpleNamespace(round_calls=asked), found=Findings())
+        t = Timer(ctx, None, buffers, None)
+        t.warm_ref_ms = warm
+        return t
+
+    grown = timer([1.6, 1.25, 1.3])
+    assert grown.longer_rounds(graph=False)  # 25 ms of 1.25 ms calls: 20, AUTO_ROUND_CALLS at most
+    assert grown.round_calls == 16 and grown.ctx.found.extra.calls_per_round == 16 and bound == [(16, True)]
+    three = timer([8.0, 8.2])
+    assert three.longer_rounds(graph=False) and three.round_calls == int(ROUND_MS / 8.0) == 3
+    bound.clear()
+    assert not timer([40.0]).longer_rounds(graph=False)  # the warm-up allows no more than one call either
+    assert not timer([1.25]).longer_rounds(graph=True)  # a graph reads the places it was captured with
+    assert not timer([1.25], asked=2).longer_rounds(graph=False) and not timer([1.25], gpu=False).longer_rounds(graph=False)
+    assert not timer([]).longer_rounds(graph=False) and bound == []
+
+
 def test_stretches_of_slow_or_fast_rounds_widen_the_speedup_interval():
     """The same per-round ratios, once in stretches of 8 rounds (a machine slow or fast for a while, as on a 2-vCPU VM)
     and once shuffled: the batch-means half-width sees the stretches; shuffled, the rounds are as independent."""
