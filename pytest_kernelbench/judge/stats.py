@@ -191,14 +191,18 @@ class WallCheck:
         )
 
 
-def wall_check(ref_ms: list[float], ref_wall: list[float], new_ms: list[float], new_wall: list[float], device: str) -> WallCheck:
+def wall_check(ref_ms: list[float], ref_wall: list[float], new_ms: list[float], new_wall: list[float], device: str,
+               calls: int = 1) -> WallCheck:  # fmt: skip
+    """The supervisor's clock against the runners' claims (docs/timing-fidelity.md, "The wall-clock cross-check"); each
+    sample a call or a round's mean per call. ``calls``: the calls of a round timed together (--timer round), which
+    share one window's floor, so that each carries its share of it."""
     ref_over = [w - e for w, e in zip(ref_wall, ref_ms, strict=True)]
     new_over = [w - e for w, e in zip(new_wall, new_ms, strict=True)]
     ref_med, new_med = statistics.median(ref_ms), statistics.median(new_ms)
     ref_over_med = statistics.median(ref_over)
     excess = statistics.median(new_over) - ref_over_med
     se = math.hypot(_median_se(ref_over), _median_se(new_over))
-    floor_ms = WALL_FLOOR_MS.get(device, WALL_FLOOR_MS["cpu"])
+    floor_ms = WALL_FLOOR_MS.get(device, WALL_FLOOR_MS["cpu"]) / max(1, calls)
     resolution = WALL_SIGMAS * se + floor_ms
     bound = resolution + WALL_REL * new_med
     implied_new = statistics.median(new_wall) - ref_over_med

@@ -29,6 +29,7 @@ STEP_ASIDE_AFTER = 0.25  # seconds a candidate's call runs in a shared phase bef
 AUTO_ROUND_CALLS = 16  # a timing round's calls per side at most, unless --round-calls says (calls_per_round) ...
 ROUND_BYTES = 256 << 20  # ... within this many bytes of one side's shared inputs and outputs ...
 ROUND_MS = 25.0  # ... and this many milliseconds of the reference's fastest call so far (a round's length)
+TOGETHER_ROUND_CALLS = 64  # the same with --timer round (a round's calls timed together): protocol.MAX_CALLS
 BUFFER_ALIGN = 512  # bytes: where each tensor of a phase's one shared buffer starts
 # A GPU timing phase's buffers have room to move in (docs/timing-fidelity.md, "Where a side's inputs sit"): a quarter of their size
 # and SHIFT_MAX at most, in SHIFT_STEP steps (none below one step); every call of the phase places its set anew there
@@ -84,18 +85,19 @@ def input_bytes(problem: Any) -> float:
         return math.inf
 
 
-def calls_per_round(fp: Footprint, asked: int) -> int:
+def calls_per_round(fp: Footprint, asked: int, most: int = AUTO_ROUND_CALLS) -> int:
     """How many calls of each side a timing round holds: ``asked`` (``--round-calls``), or on a GPU as many as fit in
-    ROUND_MS of the reference's fastest call so far (AUTO_ROUND_CALLS at most; 1 on the CPU), so that waking, stopping
-    and draining a runner (milliseconds) are paid once a round instead of once a call; either way no more than fit in
-    ROUND_BYTES of one side's shared inputs and outputs."""
+    ROUND_MS of the reference's fastest call so far (``most`` at most: AUTO_ROUND_CALLS, or TOGETHER_ROUND_CALLS when a
+    round's calls are timed together; 1 on the CPU), so that waking, stopping and draining a runner (milliseconds) are
+    paid once a round instead of once a call; either way no more than fit in ROUND_BYTES of one side's shared inputs and
+    outputs."""
     by_bytes = ROUND_BYTES // max(1, sum(fp.io_bytes))
     if asked:
         return int(max(1, min(asked, by_bytes)))
     if not fp.on_gpu:
         return 1
-    by_time = ROUND_MS / fp.ref_ms if fp.ref_ms > 0 else AUTO_ROUND_CALLS
-    return int(max(1, min(AUTO_ROUND_CALLS, by_bytes, by_time)))
+    by_time = ROUND_MS / fp.ref_ms if fp.ref_ms > 0 else most
+    return int(max(1, min(most, by_bytes, by_time)))
 
 
 def early_stop(fp: Footprint, min_reps_asked: int, round_calls: int, call_ms: float | None = None) -> bool:

@@ -23,7 +23,17 @@ from ..distributions import STANDARD, TIMED_ONE_IN, atol_scale, finite, output_s
 from ..stats import Stopper, WallCheck, cap_matters, wall_check
 from .buffers import Buffers
 from .device import Device
-from .plan import EARLY_CHECKED, EARLY_REL_ERR, EARLY_SAMPLES, MIN_CHECKED, calls_per_round, check_timed_call, early_stop
+from .plan import (
+    AUTO_ROUND_CALLS,
+    EARLY_CHECKED,
+    EARLY_REL_ERR,
+    EARLY_SAMPLES,
+    MIN_CHECKED,
+    TOGETHER_ROUND_CALLS,
+    calls_per_round,
+    check_timed_call,
+    early_stop,
+)
 from .record import Context, Verdict
 from .sides import Runners, Side
 
@@ -53,6 +63,15 @@ class Timer:
         self.warm_ref_ms: list[float] = []  # the reference's time per call in each warm-up round, alone on the device
 
     @property
+    def together(self) -> bool:
+        """Whether a round's calls are timed together (``--timer round``, rounds of several calls)."""
+        return self.ctx.cfg.timer == "round" and self.round_calls > 1
+
+    @property
+    def most_calls(self) -> int:
+        return TOGETHER_ROUND_CALLS if self.ctx.cfg.timer == "round" else AUTO_ROUND_CALLS
+
+    @property
     def unit(self) -> str:
         return "call" if self.round_calls == 1 else "round"
 
@@ -70,7 +89,7 @@ class Timer:
             with found.split("time.settle"):
                 self.device.settle()
             graph = ctx.cfg.timer == "cuda-graph" and ctx.on_gpu
-            self.round_calls = 1 if graph else calls_per_round(ctx.fp, ctx.cfg.round_calls)
+            self.round_calls = 1 if graph else calls_per_round(ctx.fp, ctx.cfg.round_calls, self.most_calls)
             extra.calls_per_round = self.round_calls
             with found.split("time.bind"):
                 self.buffers.bind(calls=self.round_calls, moving=not graph)  # a graph reads the places it was captured with
@@ -84,7 +103,7 @@ class Timer:
                     graph, _ = self.timed_round(f"warm-up {self.unit} {k + 1}", k % 2 == 1, graph, keep=False)
                     for key in ("timed_calls", "checked_calls"):
                         found.count(key, self.round_calls)
-            extra.timer = "cuda-graph" if graph else "events" if ctx.on_gpu else "perf_counter"
+            extra.timer = "cuda-graph" if graph else "round" if self.together else "events" if ctx.on_gpu else "perf_counter"
             with found.split("time.batch"):
                 graph, check = self.timed_batch(graph)
             if not check.ok:  # a batch the clock did not vouch for is timed again; a second failure rejects
@@ -115,7 +134,7 @@ class Timer:
         ctx = self.ctx
         if graph or ctx.cfg.round_calls or not ctx.on_gpu or not self.warm_ref_ms:
             return False
-        calls = calls_per_round(dataclasses.replace(ctx.fp, ref_ms=min(self.warm_ref_ms)), 0)
+        calls = calls_per_round(dataclasses.replace(ctx.fp, ref_ms=min(self.warm_ref_ms)), 0, self.most_calls)
         if calls <= self.round_calls:
             return False
         self.round_calls = ctx.found.extra.calls_per_round = calls
@@ -153,7 +172,8 @@ class Timer:
         self.ctx.found.count("checked_calls", checked)
         self.ctx.found.count("timed_calls", rounds * self.round_calls)
         s, w = self.samples, self.walls
-        return graph, wall_check(s["reference"], w["reference"], s["candidate"], w["candidate"], self.ctx.device.type)
+        calls = self.round_calls if self.together else 1  # the floor is a round's: its calls share it (stats.wall_check)
+        return graph, wall_check(s["reference"], w["reference"], s["candidate"], w["candidate"], self.ctx.device.type, calls)
 
     # -------------------------------------------------------------- rounds and calls
 
@@ -297,7 +317,7 @@ class Timer:
         with found.split(f"{part}.inputs"):
             self.buffers.refill(side, inputs)
         sets = side.sets[: len(inputs)]
-        request = p.Calls([p.Call(s.args, s.expect, graph) for s in sets])
+        request = p.Calls([p.Call(s.args, s.expect, graph) for s in sets], together=self.together and len(sets) > 1)
         with found.split(f"{part}.request"):
             replies = runners.ask(side, request, p.CalledEach, label=label, stop=False).calls
         if len(replies) != len(sets):
@@ -305,7 +325,8 @@ class Timer:
         # both sides seal a checked call, so that their wall windows hold the same work (stats.wall_check)
         seal = seal or [True] * len(sets)
         with found.split(f"{part}.seal"):
-            seals = [[self.sealer.take(slot) for slot in s.slots] if sealed else [] for s, sealed in zip(sets, seal, strict=True)]
+            taken = iter(self.sealer.take_many([slot for s, sealed in zip(sets, seal, strict=True) if sealed for slot in s.slots]))
+            seals = [[next(taken) for _ in s.slots] if sealed else [] for s, sealed in zip(sets, seal, strict=True)]
             ctx.sync()  # the seals are computed
         with found.split(f"{part}.drain"):
             self.drain(side)  # kernels it left queued behind its reply are its own time
