@@ -94,14 +94,14 @@ SIZES = [2**k for k in range(12, 27, 2)]
 CANDIDATES = {"fused": FUSED, "same": SAME}
 
 
-def judge(size: int, build_dir: str, name: str = "fused", sandbox: str = "auto") -> dict:
+def judge(size: int, build_dir: str, name: str = "fused", sandbox: str = "auto", timer: str = "events") -> dict:
     problem = Problem("mini", 90, f"90_ScaleShift_{size}", PROBLEM.replace("SIZE", str(size)), "benchmarks/small_kernels.py")
-    cfg = EvalConfig(device="cuda", timeout=600, build_dir=build_dir, sandbox=sandbox)
+    cfg = EvalConfig(device="cuda", timeout=600, build_dir=build_dir, sandbox=sandbox, timer=timer)
     result = evaluate(problem, Candidate(CANDIDATES[name], "", name), cfg)
     wall = result.extra.wall_check or {}
     event = wall.get("event_speedup")
     parts = {k: v for k, v in (result.extra.split_s or {}).items() if k.startswith("time")}
-    row = {"size": size, "candidate": name, "sandbox": sandbox, "outcome": result.outcome.value,
+    row = {"size": size, "candidate": name, "sandbox": sandbox, "timer_asked": timer, "outcome": result.outcome.value,
            "ref_us": _us(result.ref_ms), "new_us": _us(result.new_ms),
            "event_speedup": event, "printed_speedup": result.speedup, "capped": bool(result.extra.speedup_capped),
            "noisy": bool(result.extra.speedup_noisy), "calls_per_round": result.extra.calls_per_round,
@@ -127,6 +127,7 @@ def table(rows: list[dict]) -> str:
         wall = r.get("wall_check") or {}
         excess, bound = (_us(wall.get(k)) if wall.get(k) is not None else "-" for k in ("excess_ms", "bound_ms"))
         who = r.get("candidate", "fused") + ("" if r.get("sandbox", "auto") == "auto" else f" (sandbox {r['sandbox']})")
+        who += f", timer {r['timer_asked']}" if r.get("timer_asked", "events") != "events" else ""
         lines.append(f"| {r['size']} | {who} | {r['outcome']} | {r['ref_us']} | {r['new_us']} | {event} | {printed} | "
                      f"{r['capped']} | {ratio if ratio is not None else '-'} | {within} | {excess} | {bound} |")  # fmt: skip
     return "\n".join(lines)
@@ -139,6 +140,7 @@ def main() -> int:
     parser.add_argument("--candidates", default="fused", help="comma-separated: fused (the honest fused kernel), same "
                         "(the reference's own code, the control)")
     parser.add_argument("--sandbox", default="auto", choices=["auto", "off"], help="the candidate's runner (--kb-sandbox)")
+    parser.add_argument("--timer", default="events", choices=["events", "round"], help="--kb-timer (round: a round's calls together)")
     args = parser.parse_args()
     names = args.candidates.split(",")
     if unknown := sorted(set(names) - set(CANDIDATES)):
@@ -147,7 +149,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kb-small-") as build_dir:  # one build, then found in the cache
         for size in (int(s) for s in args.sizes.split(",")):
             for name in names:
-                rows.append(judge(size, build_dir, name, args.sandbox))
+                rows.append(judge(size, build_dir, name, args.sandbox, args.timer))
                 print(json.dumps(rows[-1]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=1))
