@@ -280,6 +280,35 @@ def test_a_rounds_calls_timed_together_fill_their_own_slots_and_share_one_span(t
     supervisor.send(p.Exit().to_wire())
 
 
+def test_a_staged_round_is_written_with_one_copy_where_its_sets_lie_and_nowhere_else():
+    """--timer round: a round's values laid out as its sets lie (moved or not) in the supervisor's own memory before the
+    window, then one copy inside it (Buffers.stage/unstage); the sets' slots come out zeroed, nothing else is touched."""
+    from types import SimpleNamespace
+
+    from pytest_kernelbench.judge.supervisor.buffers import Buffers, CallSet
+
+    buf = SharedBuffer.create(8192, torch.device("cpu"))
+    buf.view(torch.uint8, [8192]).fill_(7)
+
+    def call_set(at: int) -> CallSet:  # a float32[3] and an int64[2] input, then a float32[4] slot, 512 bytes apart
+        views = [buf.view(torch.float32, [3], offset=at), buf.view(torch.int64, [2], offset=at + 512)]
+        return CallSet([], views, [buf.view(torch.float32, [4], offset=at + 1024)], None, buf)
+
+    home = [call_set(0), call_set(1536)]
+    side = SimpleNamespace(sets=[s.moved(2048) for s in home])
+    values = [[torch.tensor([1.0, 2.0, 3.0]), 5, torch.tensor([4, 5])], [torch.tensor([6.0, 7.0, 8.0]), torch.tensor([9, 10])]]
+    buffers = Buffers(SimpleNamespace(device=torch.device("cpu"), sync=lambda: None), None, None)
+    staged = buffers.stage(side, values)
+    assert (buf.view(torch.uint8, [8192]) == 7).all()  # staged in the supervisor's own memory: the buffer as it was
+    buffers.unstage(staged)
+    first, second = side.sets
+    assert first.inputs[0].tolist() == [1.0, 2.0, 3.0] and first.inputs[1].tolist() == [4, 5]
+    assert second.inputs[0].tolist() == [6.0, 7.0, 8.0] and second.inputs[1].tolist() == [9, 10]
+    assert first.slots[0].tolist() == [0.0] * 4 and second.slots[0].tolist() == [0.0] * 4
+    everything = buf.view(torch.uint8, [8192])
+    assert (everything[:2048] == 7).all() and (everything[2048 + 1536 + 1024 + 16 :] == 7).all()  # before and after the round
+
+
 def test_a_call_set_moved_in_its_buffer_is_read_and_answered_at_its_new_place(tmp_path):
     from pytest_kernelbench.judge.supervisor.buffers import CallSet, _node, expect_node
 

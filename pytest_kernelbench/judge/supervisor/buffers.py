@@ -49,6 +49,14 @@ class CallSet:
                        expect, buf)  # fmt: skip
 
 
+@dataclasses.dataclass
+class Staged:
+    """A round's inputs as they will lie in a side's buffer (:meth:`Buffers.stage`): the bytes, and where they go."""
+
+    place: torch.Tensor  # a byte view of the side's shared buffer
+    image: torch.Tensor  # the supervisor's own bytes, as long
+
+
 class Buffers:
     """Each side's shared buffers, from a device phase's start to its end (:meth:`phase`)."""
 
@@ -144,6 +152,30 @@ class Buffers:
         for call_set, values in zip(side.sets, inputs, strict=False):
             for view, value in zip(call_set.inputs, (v for v in flatten(values) if isinstance(v, torch.Tensor)), strict=True):
                 view.copy_(value)
+        self.ctx.sync()
+
+    def stage(self, side: Side, inputs: list[list[Any]]) -> Staged:
+        """A round's values laid out as the side's first ``len(inputs)`` call sets lie in its buffer (their output slots
+        zeroed), in one tensor of the supervisor's own: :meth:`unstage` then writes them with one copy. Made before a
+        round's wall window opens (the candidate never sees it), so that the window holds one copy instead of one a
+        value (``--timer round``)."""
+        sets = side.sets[: len(inputs)]
+        buf = sets[0].buffer
+        assert buf is not None and all(s.buffer is buf for s in sets)
+        views = [v for s in sets for v in (*s.inputs, *s.slots)]
+        lo = min(buf.offset_of(v) for v in views)
+        hi = max(buf.offset_of(v) + v.numel() * v.element_size() for v in views)
+        image = torch.zeros(hi - lo, dtype=torch.uint8, device=self.ctx.device)
+        for call_set, values in zip(sets, inputs, strict=True):
+            tensors = [v for v in flatten(values) if isinstance(v, torch.Tensor)]
+            for view, value in zip(call_set.inputs, tensors, strict=True):
+                at = buf.offset_of(view) - lo
+                image[at : at + view.numel() * view.element_size()].view(view.dtype).view(view.shape).copy_(value)
+        return Staged(buf.view(torch.uint8, [hi - lo], offset=lo), image)
+
+    def unstage(self, staged: Staged) -> None:
+        """A staged round's values into the side's buffer: one copy."""
+        staged.place.copy_(staged.image)
         self.ctx.sync()
 
     def bind(self, sides: tuple[Side, ...] | None = None, calls: int = 1, moving: bool = False) -> None:

@@ -313,11 +313,16 @@ class Timer:
             # the first side of a pair would pay for them in its window, a cost the other's window has not (stats.wall_check)
             ctx.sync()
         self.buffers.move(side)  # before the clock: new views and nodes, no device work
+        together = self.together and len(inputs) > 1
+        staged = self.buffers.stage(side, inputs) if together else None  # the supervisor's own memory: not yet the side's
         start = _perf_counter()
         with found.split(f"{part}.inputs"):
-            self.buffers.refill(side, inputs)
+            if staged is not None:
+                self.buffers.unstage(staged)
+            else:
+                self.buffers.refill(side, inputs)
         sets = side.sets[: len(inputs)]
-        request = p.Calls([p.Call(s.args, s.expect, graph) for s in sets], together=self.together and len(sets) > 1)
+        request = p.Calls([p.Call(s.args, s.expect, graph) for s in sets], together=together)
         with found.split(f"{part}.request"):
             replies = runners.ask(side, request, p.CalledEach, label=label, stop=False).calls
         if len(replies) != len(sets):
