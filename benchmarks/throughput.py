@@ -72,7 +72,7 @@ from corpus_dir import folder_pairs  # noqa: E402  (benchmarks/corpus_dir.py, be
 from pytest_kernelbench.build.bytecode import bytecode_prefix  # noqa: E402
 from pytest_kernelbench.build.pool import Prebuilder, judging_order  # noqa: E402
 from pytest_kernelbench.candidates import Candidate  # noqa: E402
-from pytest_kernelbench.config import INPUTS, EvalConfig  # noqa: E402
+from pytest_kernelbench.config import INPUTS, TIMERS, EvalConfig  # noqa: E402
 from pytest_kernelbench.errors import KernelBenchUsageError  # noqa: E402
 from pytest_kernelbench.judge.controller import evaluate  # noqa: E402
 from pytest_kernelbench.problems import Problem, dataset_specs, load_source, parse_id_ranges, problem_from_path, unique_problems  # noqa: E402
@@ -486,6 +486,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--inputs", choices=INPUTS, default=None,
                         help="the judge's --inputs (default: the judge's): the correctness trials' distributions (each line "
                              "records the variants checked)")  # fmt: skip
+    parser.add_argument("--timer", choices=TIMERS, default="events", help="the judge's --timer (round: a round's calls timed together)")
     parser.add_argument("--min-reps", type=int, default=0,
                         help="timing samples of each side at least (EvalConfig.min_reps; 0: the judge's default)")
     parser.add_argument("--problems", default="",
@@ -544,7 +545,7 @@ def load_pairs(args: argparse.Namespace, quiet: bool) -> list[tuple[Problem, Can
 def make_config(args: argparse.Namespace, scratch: Path, cache: str) -> EvalConfig:
     pch = str(scratch / "pch") if args.build_pch == "fresh" else args.build_pch
     return EvalConfig(device=args.device, trials=args.trials, min_reps=args.min_reps, build_dir=str(scratch / cache),
-                      lock_dir=str(scratch / "locks"), pch_dir=pch, process_pairs=args.process_pairs,
+                      lock_dir=str(scratch / "locks"), pch_dir=pch, process_pairs=args.process_pairs, timer=args.timer,
                       **({"inputs": args.inputs} if args.inputs else {}))  # fmt: skip
 
 
