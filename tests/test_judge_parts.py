@@ -204,6 +204,32 @@ def test_the_reference_output_is_scrubbed_when_the_next_request_comes_not_inside
     assert not serving.is_alive() and outputs[1].isnan().all()
 
 
+def test_a_candidates_outputs_are_freed_when_the_next_request_comes_as_the_references_are(tmp_path):
+    """Freeing a call's (or a round's) outputs inside its wall window was work in the candidate's window only: the
+    reference's runner keeps its outputs until the next request (to scrub them). Both now drop them there."""
+    import weakref
+
+    runner, supervisor, ask = _runner_on_a_thread(tmp_path)
+    assert ask(p.Setup("cpu"))["ok"]  # a candidate's runner: nothing scrubbed
+    buf = SharedBuffer.create(64, torch.device("cpu"))
+    assert ask(p.MapBuffers([0], [64]), [buf.fd])["ok"]
+    slots = [{"t": {"buf": 0, "dtype": "float32", "shape": [4], "stride": [1], "offset": 16 * i}} for i in range(4)]
+    made: list[weakref.ref] = []
+
+    def model() -> torch.Tensor:
+        out = torch.full((4,), float(len(made)))
+        made.append(weakref.ref(out))
+        return out
+
+    runner.model = model
+    assert ask(p.Calls([p.Call([], slots[0])]))["ok"] and made[0]() is not None  # held past its reply
+    assert ask(p.Ping())["ok"] and made[0]() is None  # dropped when the next request came
+    assert ask(p.Calls([p.Call([], slot) for slot in slots[1:]], together=True))["ok"]
+    assert all(ref() is not None for ref in made[1:]) and buf.view(torch.float32, [4], offset=48).tolist() == [3.0] * 4
+    assert ask(p.Ping())["ok"] and all(ref() is None for ref in made)
+    supervisor.send(p.Exit().to_wire())
+
+
 def _runner_on_a_thread(tmp_path: Path):
     """A runner serving on a thread of this process; the supervisor's end of its channel and how to ask it."""
     import threading

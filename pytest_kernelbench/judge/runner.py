@@ -151,7 +151,9 @@ class Runner:
         self.model: Any = None
         self.compile_mode = ""
         self.scrub_outputs = False
-        self.unscrubbed: list[Any] = []  # the reference's last outputs, overwritten when the next request comes (scrub_pending)
+        # the last request's outputs, dropped when the next request comes, outside every wall window, on either side alike
+        # (the reference's overwritten first: scrub_pending)
+        self.unscrubbed: list[Any] = []
         self.graph: Callable[[], Any] | None = None
         self.graph_error = ""
         self.torch: Any = None
@@ -295,7 +297,7 @@ class Runner:
                 self.clocks.sync()
                 answer = p.reply(p.Called, ms=ms, offstream=offstream, mismatch=mismatch, values=values, structure=None,
                                  graph_error=self.graph_error)  # fmt: skip
-            if self.scrub_outputs and fn is call:
+            if fn is call:  # freed at the next request (a graph's output is its own buffer)
                 self.unscrubbed.append(out)
         del out
         return answer
@@ -329,8 +331,7 @@ class Runner:
 
         with self.torch.no_grad():
             ms, _, offstream = self.clocks.time_once(round_of_calls)  # its last sync: every copy is done
-        if self.scrub_outputs:
-            self.unscrubbed.extend(outs)
+        self.unscrubbed.extend(outs)  # freed at the next request, as a call's output is
         outs.clear()
         share = ms / len(req.calls)
         calls = [p.reply(p.Called, ms=share, offstream=offstream, mismatch=why, values=vals, structure=None, graph_error=self.graph_error)
@@ -338,15 +339,19 @@ class Runner:
         return p.reply(p.CalledEach, calls=calls)
 
     def scrub_pending(self) -> None:
-        """Overwrite the reference's last outputs before serving the next request (freed memory must hold no answer).
-        Not at the call's end: that was inside the call's wall window, where the candidate's side has no such work
-        (on the H100 it made the reference's overhead 1.7 ms larger than an identical candidate's on level 1's 6 GB
-        elementwise problems, room for a candidate to under-report); the supervisor pings before every timed call."""
+        """Drop the last request's outputs before serving the next one, the reference's overwritten first (freed memory
+        must hold no answer). Not at the call's end: that was inside the call's wall window, where the candidate's side
+        has no such work (on the H100 the scrub made the reference's overhead 1.7 ms larger than an identical
+        candidate's on level 1's 6 GB elementwise problems, room for a candidate to under-report); and a candidate
+        freeing its outputs there while the reference kept them was work in one window only (a round of 64 small
+        calls frees 64 tensors). The supervisor pings before every timed call."""
         if self.unscrubbed:
             outs, self.unscrubbed = self.unscrubbed, []
-            for out in outs:
-                _scrub(self.torch, out)
-            self.clocks.sync()
+            if self.scrub_outputs:
+                for out in outs:
+                    _scrub(self.torch, out)
+                self.clocks.sync()
+            outs.clear()
 
     def on_trace(self, req: p.Trace, fds: list[int]) -> dict[str, Any]:
         args = [self.decode(node) for node in req.args]
