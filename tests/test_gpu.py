@@ -99,6 +99,18 @@ def test_a_small_fast_problem_is_timed_in_rounds_of_several_calls_and_a_big_one_
         assert len(samples["new"]) >= 30, extra
 
 
+def test_a_rounds_calls_timed_together_are_vouched_for_far_below_a_calls_floor():
+    """--kb-timer round (issue 48, small kernels): a tiny problem's round of up to 64 calls in one span; the wall clock's
+    bound falls below the 0.1 ms floor a call timed alone can never get under (H200, 25ef24d: 12-33 us)."""
+    from pytest_kernelbench.judge.supervisor.plan import AUTO_ROUND_CALLS
+
+    result = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120, timer="round"))
+    assert result.outcome is Outcome.CORRECT, result.message
+    extra = result.extra
+    assert extra.timer == "round" and extra.calls_per_round > AUTO_ROUND_CALLS and extra.wall_check["ok"], extra
+    assert extra.wall_check["bound_ms"] < 0.1, extra.wall_check
+
+
 def test_judges_share_the_device_for_untimed_work_and_take_turns_to_time(tmp_path):
     """Issue 15: four judges at once on one lock folder. Their correctness trials share the device (each drains the GPU
     only when it times, alone: judges that waited for a quiet GPU in shared phases waited on each other for ever). The
