@@ -23,12 +23,13 @@ from pytest_kernelbench.judge.stats import PROCESS_SD, PairTiming, another_pair,
 from pytest_kernelbench.judge.transport import MAX_MESSAGE, Channel, ProtocolError, SharedBuffer
 
 
-def test_the_runner_imports_nothing_of_the_package_but_its_protocol():
+def test_the_runner_imports_nothing_of_the_package_but_its_protocol_clocks_and_transport():
     code = ("import sys, pytest_kernelbench.judge.runner\n"
             "print(sorted(m for m in sys.modules if m.startswith('pytest_kernelbench')))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert out.stdout.strip() == str(sorted(["pytest_kernelbench", "pytest_kernelbench.judge", "pytest_kernelbench.judge.runner",
-                                             "pytest_kernelbench.judge.protocol", "pytest_kernelbench.judge.transport"])), out.stderr
+                                             "pytest_kernelbench.judge.clocks", "pytest_kernelbench.judge.protocol",
+                                             "pytest_kernelbench.judge.transport"])), out.stderr
 
 
 @pytest.mark.parametrize(

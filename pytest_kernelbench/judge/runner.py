@@ -12,7 +12,7 @@ Nothing this module reports is trusted: candidate code shares its process and ca
 it. The supervisor checks every output itself, gives every call fresh inputs, and compares the
 time claimed here with its own clock.
 
-Imports torch and the judge's protocol and transport modules only.
+Imports torch and the judge's protocol, clocks and transport modules only.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import os
 import platform
 import sys
 import threading
-import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
@@ -32,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from . import protocol as p
+from .clocks import Clocks
 from .transport import MAX_FDS, Channel, ChannelClosed, SharedBuffer
 
-_perf_counter = time.perf_counter  # bound before any candidate code exists
 BUILD_NICE = 10  # a build step's niceness (its compilers inherit it): the judges' own processes time calls; on the
 # H100, 16 nvcc jobs at their priority came with 3 of 17 honest 10 us candidates rejected by the wall-clock check
 
@@ -44,85 +43,6 @@ def build_nice(rank: int) -> int:
     starts all its builds at once; at one priority they share the cores and all finish together (the first result
     of the H100 synthetic set came at 120 s); so ranked, the first ones finish first and judging starts."""
     return min(19, BUILD_NICE + max(0, rank))
-
-
-class Clocks:
-    """Times one call: L2 flush, whole-device sync, CUDA events around the call (CPU: perf_counter).
-
-    Work the call leaves running on other streams or threads shows up as a gap before a second end
-    event recorded after a whole-device sync; such a call is timed to that event (less the host's
-    own sync latency, calibrated with empty calls) and reported as ``offstream``.
-    """
-
-    def __init__(self, torch: Any, device: Any):
-        self.torch = torch
-        self.cuda = device.type == "cuda"
-        self.device = device
-        self._synchronize = torch.cuda.synchronize  # bound before any candidate code exists
-        self.gap_ms: float | None = None
-        self.gap_threshold_ms = 0.0
-        if self.cuda:
-            l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 50 * 2**20)
-            self._flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
-
-    def sync(self) -> None:
-        if self.cuda:
-            self._synchronize(self.device)
-
-    def _events_once(self, fn: Callable[[], Any]) -> tuple[float, float, Any]:
-        torch = self.torch
-        self._flush.zero_()
-        self.sync()
-        start, end, end_device = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-        stream = torch.cuda.current_stream(self.device)
-        start.record(stream)
-        out = fn()
-        end.record(stream)
-        self.sync()  # waits for every stream's work, this thread's or another's
-        end_device.record(stream)
-        self.sync()
-        return float(start.elapsed_time(end)), float(start.elapsed_time(end_device)), out
-
-    def _calibrate(self) -> None:
-        gaps = sorted(total - fast for fast, total, _ in (self._events_once(lambda: None) for _ in range(31)))
-        self.gap_ms = gaps[len(gaps) // 2]
-        self.gap_threshold_ms = max(3 * self.gap_ms, gaps[-2] + 0.05)
-
-    def time_once(self, fn: Callable[[], Any]) -> tuple[float, Any, bool]:
-        """(milliseconds, the call's output, whether work outlived the call's stream)."""
-        if not self.cuda:
-            start = _perf_counter()
-            out = fn()
-            return (_perf_counter() - start) * 1e3, out, False
-        if self.gap_ms is None:
-            self._calibrate()
-        fast, total, out = self._events_once(fn)
-        if total - fast > self.gap_threshold_ms:
-            return total - self.gap_ms, out, True  # type: ignore[operator]
-        return fast, out, False
-
-    def graphed(self, fn: Callable[[], Any], warmup: int = 2) -> Callable[[], Any]:
-        """``fn`` captured once in a CUDA graph (warm-up calls on a side stream first); raises if it cannot be."""
-        torch = self.torch
-        current = torch.cuda.current_stream(self.device)
-        side = torch.cuda.Stream(device=self.device)
-        side.wait_stream(current)
-        with torch.cuda.stream(side):
-            for _ in range(warmup):
-                fn()
-        current.wait_stream(side)
-        self.sync()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = fn()
-        self.sync()
-
-        def replay() -> Any:
-            graph.replay()
-            return out
-
-        replay.graph = graph  # type: ignore[attr-defined]
-        return replay
 
 
 def exc_text(exc: BaseException, limit: int = 8000) -> str:
