@@ -362,8 +362,9 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
     JudgeOption("max_time", "--max-time", "seconds of timing per candidate, once each side has "
                 "its least samples", pytest_flags=("--kb-max-time",), env="KB_MAX_TIME"),
     JudgeOption("timer", "--timer", "timing: CUDA events (CPU: perf_counter) around each call (events), around a timing "
-                "round's calls back to back (round: small kernels, whose wall clock then resolves microseconds), or around one "
-                "CUDA-graph replay (cuda-graph)", pytest_flags=("--kb-timer",), choices=TIMERS),
+                "round's calls back to back (round: small kernels, whose wall clock then resolves microseconds; on the CPU "
+                "only with --round-calls N, as CPU rounds are one call otherwise), or around one CUDA-graph replay (cuda-graph)",
+                pytest_flags=("--kb-timer",), choices=TIMERS),
     JudgeOption("round_calls", "--round-calls", "calls of each side per timing round, each on fresh inputs (0: automatic, "
                 "up to 16 on a GPU for small, fast problems; 1 on the CPU)", pytest_flags=("--kb-round-calls",)),
     JudgeOption("process_pairs", "--process-pairs", "pairs of fresh runner processes to time in (0: automatic, one, and "
