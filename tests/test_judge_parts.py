@@ -198,7 +198,7 @@ def test_the_reference_output_is_scrubbed_when_the_next_request_comes_not_inside
     assert ask(p.Call([], None))["ok"]
     assert not outputs[0].isnan().any()  # still the answer when the reply went out
     assert ask(p.Ping())["ok"]
-    assert outputs[0].isnan().all() and runner.unscrubbed == []
+    assert outputs[0].isnan().all() and runner.last_outputs == []
     assert ask(p.Call([], None))["ok"] and not outputs[1].isnan().any()
     supervisor.send(p.Exit().to_wire())  # the last output is scrubbed on the way out
     serving.join(10)

@@ -64,9 +64,13 @@ class Sealer:
 
     def digest_words(self, words: torch.Tensor) -> torch.Tensor:
         """A 0-d int64 tensor on the words' device, queued on the current stream (:func:`digest_value` reads it)."""
+        return self._mixed(words).sum(dtype=torch.int64)
+
+    def _mixed(self, words: torch.Tensor) -> torch.Tensor:
+        """``(w ^ k1) * k2`` of every 32-bit word (wrapping), what a digest sums."""
         mixed = torch.bitwise_xor(words, self.k1)
         mixed.mul_(self.k2)
-        return mixed.sum(dtype=torch.int64)
+        return mixed
 
     def take(self, t: torch.Tensor) -> torch.Tensor:
         """The digest of ``t``'s bytes as they are when the stream gets to it, not read back (no GPU sync of its
@@ -104,9 +108,7 @@ class Sealer:
 
     def digest_rows(self, words: torch.Tensor) -> torch.Tensor:
         """:meth:`digest_words` of each row of a 2-d int32 tensor: a 1-d int64 tensor, queued on the current stream."""
-        mixed = torch.bitwise_xor(words, self.k1)
-        mixed.mul_(self.k2)
-        return mixed.sum(dim=1, dtype=torch.int64)
+        return self._mixed(words).sum(dim=1, dtype=torch.int64)
 
     def seal(self, t: torch.Tensor) -> int:
         return digest_value(self.take(t))

@@ -73,7 +73,7 @@ class Runner:
         self.scrub_outputs = False
         # the last request's outputs, dropped when the next request comes, outside every wall window, on either side alike
         # (the reference's overwritten first: scrub_pending)
-        self.unscrubbed: list[Any] = []
+        self.last_outputs: list[Any] = []
         self.graph: Callable[[], Any] | None = None
         self.graph_error = ""
         self.torch: Any = None
@@ -218,7 +218,7 @@ class Runner:
                 answer = p.reply(p.Called, ms=ms, offstream=offstream, mismatch=mismatch, values=values, structure=None,
                                  graph_error=self.graph_error)  # fmt: skip
             if fn is call:  # freed at the next request (a graph's output is its own buffer)
-                self.unscrubbed.append(out)
+                self.last_outputs.append(out)
         del out
         return answer
 
@@ -251,8 +251,7 @@ class Runner:
 
         with self.torch.no_grad():
             ms, _, offstream = self.clocks.time_once(round_of_calls)  # its last sync: every copy is done
-        self.unscrubbed.extend(outs)  # freed at the next request, as a call's output is
-        outs.clear()
+        self.last_outputs.extend(outs)  # freed at the next request, as a call's output is
         share = ms / len(req.calls)
         calls = [p.reply(p.Called, ms=share, offstream=offstream, mismatch=why, values=vals, structure=None, graph_error=self.graph_error)
                  for why, vals in zip(mismatches, values, strict=True)]  # fmt: skip
@@ -265,13 +264,11 @@ class Runner:
         candidate's on level 1's 6 GB elementwise problems, room for a candidate to under-report); and a candidate
         freeing its outputs there while the reference kept them was work in one window only (a round of 64 small
         calls frees 64 tensors). The supervisor pings before every timed call."""
-        if self.unscrubbed:
-            outs, self.unscrubbed = self.unscrubbed, []
-            if self.scrub_outputs:
-                for out in outs:
-                    _scrub(self.torch, out)
-                self.clocks.sync()
-            outs.clear()
+        outs, self.last_outputs = self.last_outputs, []
+        if outs and self.scrub_outputs:
+            for out in outs:
+                _scrub(self.torch, out)
+            self.clocks.sync()
 
     def on_trace(self, req: p.Trace, fds: list[int]) -> dict[str, Any]:
         args = [self.decode(node) for node in req.args]

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from ..protocol import MAX_CALLS
+
 ADMISSION_MARGIN_BYTES = 1 << 30  # a CUDA context, cuBLAS workspaces, Triton's first compiles
 UNKNOWN_NEED_BYTES = 1 << 40  # a reference's first call announces this where its inputs' shapes are unknown: all of a GPU
 JIT_CACHE_BYTES = 2 << 30  # a candidate's Triton and inductor caches beyond this are emptied after its judge
@@ -29,7 +31,7 @@ STEP_ASIDE_AFTER = 0.25  # seconds a candidate's call runs in a shared phase bef
 AUTO_ROUND_CALLS = 16  # a timing round's calls per side at most, unless --round-calls says (calls_per_round) ...
 ROUND_BYTES = 256 << 20  # ... within this many bytes of one side's shared inputs and outputs ...
 ROUND_MS = 25.0  # ... and this many milliseconds of the reference's fastest call so far (a round's length)
-TOGETHER_ROUND_CALLS = 64  # the same with --timer round (a round's calls timed together): protocol.MAX_CALLS
+TOGETHER_ROUND_CALLS = MAX_CALLS  # the same with --timer round (a round's calls timed together): all one request carries
 BUFFER_ALIGN = 512  # bytes: where each tensor of a phase's one shared buffer starts
 # A GPU timing phase's buffers have room to move in (docs/timing-fidelity.md, "Where a side's inputs sit"): a quarter of their size
 # and SHIFT_MAX at most, in SHIFT_STEP steps (none below one step); every call of the phase places its set anew there

@@ -283,11 +283,12 @@ class Timer:
                 counts = found.extra.offstream_calls = found.extra.offstream_calls or {}
                 key = "ref" if side == "reference" else "new"
                 counts[key] = counts.get(key, 0) + offstream
+            claim = math.fsum(reply.ms for reply in rec.replies) / len(rec.replies)
             if keep:
-                self.samples[side].append(math.fsum(reply.ms for reply in rec.replies) / len(rec.replies))
+                self.samples[side].append(claim)
                 self.walls[side].append(rec.wall_ms / len(rec.replies))
             elif side == "reference":  # a warm-up round's: what longer_rounds sizes the rounds by
-                self.warm_ref_ms.append(math.fsum(reply.ms for reply in rec.replies) / len(rec.replies))
+                self.warm_ref_ms.append(claim)
         errors = [r.graph_error for rec in records.values() for r in rec.replies if r.graph_error]
         if graph and errors:
             found.extra.cuda_graph_error = errors[0]
