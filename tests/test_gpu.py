@@ -190,9 +190,11 @@ def _gpu_judge(name, **overrides):
     return spec, evaluate(problem, candidate, EvalConfig(device="cuda", timeout=float(spec.get("timeout", 300)), **overrides))
 
 
+@pytest.mark.parametrize("timer", ["events", "round"])
 @pytest.mark.parametrize("name", GPU_CORPUS)
-def test_the_gpu_red_team_gets_what_each_file_says(name):
-    spec, result = _gpu_judge(name)
+def test_the_gpu_red_team_gets_what_each_file_says(name, timer):
+    """Each file's verdict, under the default timer and under --kb-timer round (a round's calls timed together)."""
+    spec, result = _gpu_judge(name, timer=timer)
     detail = f"{name}: {result.outcome} speedup={result.speedup} extra={result.extra} {result.message[:1500]}"
     if name in GPU_CLOCK_LIES and lie_hidden_by_noise_and_capped(result, detail):  # other tests' timing on the GPU
         return
