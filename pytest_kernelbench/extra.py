@@ -46,8 +46,9 @@ class Extra:
     input_variants: dict[str, Any] | None = None
     # --- the time phase
     calls_per_round: int | None = None
-    timer: str | None = None  # events, cuda-graph or perf_counter
+    timer: str | None = None  # events, round, cuda-graph or perf_counter
     cuda_graph_error: str | None = None  # why CUDA-graph timing fell back to events
+    round_timer_off: str | None = None  # why --timer round fell back to timing each call (events)
     input_slack_mib: int | None = None  # room a GPU time phase's inputs moved in
     input_places: int | None = None  # how many places they were read from
     timed_calls: int | None = None

@@ -985,3 +985,34 @@ def test_the_references_device_oom_beside_a_candidate_holding_memory_is_the_cand
             for s in (runners.reference, runners.candidate):
                 s.process.kill()
                 s.process.wait()
+
+
+def test_a_round_whose_work_outlives_its_stream_is_given_up_and_timed_again_call_by_call():
+    """--timer round copies each call's output right after the call: work left on another stream may not be done yet
+    (H200, 2330837: the GPU red team's side_stream.py judged incorrect under round, correct under events). Such a round
+    is neither compared nor timed; it and every later one are timed call by call, as the events timer does."""
+    from types import SimpleNamespace
+
+    from pytest_kernelbench.judge.supervisor.plan import Footprint
+    from pytest_kernelbench.judge.supervisor.record import Findings
+    from pytest_kernelbench.judge.supervisor.timing import Record, Timer
+
+    fp = Footprint(on_gpu=True, io_bytes=(1 << 20, 1 << 20), ref_ms=0.1)
+    ctx = SimpleNamespace(fp=fp, on_gpu=True, cfg=SimpleNamespace(round_calls=0, timer="round", tol=None), found=Findings())
+    timer = Timer(ctx, None, SimpleNamespace(make_inputs=lambda: []), None)
+    timer.round_calls = 4
+    asked: list[bool] = []
+
+    def call(side, inputs, **_):
+        asked.append(timer.together)
+        reply = SimpleNamespace(offstream=timer.together and side.name == "candidate", ms=1.0, graph_error="")
+        return Record([reply] * len(inputs), 4.0, [])
+
+    timer.call = call
+    timer.runners = SimpleNamespace(reference=SimpleNamespace(name="reference"), candidate=SimpleNamespace(name="candidate"))
+    assert timer.together
+    timer.timed_round("timed round 1", False, False, keep=True, checks=[False] * 4)
+    assert asked == [True, True, False, False] and not timer.together  # both sides again, call by call
+    assert timer.samples == {"reference": [1.0], "candidate": [1.0]}  # the given-up round left no sample
+    extra = ctx.found.extra
+    assert extra.timer == "events" and extra.round_timer_off.startswith("timed round 1: work outlived a call's stream")

@@ -61,11 +61,12 @@ class Timer:
         self.atol_scale = 1.0  # the factor judged_pair last applied to atol (distributions.atol_scale)
         self.timed_variants: list[str] = []  # the variants a timed call may take: those the trials checked (--inputs varied)
         self.warm_ref_ms: list[float] = []  # the reference's time per call in each warm-up round, alone on the device
+        self.apart = False  # --timer round given up for this candidate: work outlived a call's stream (timed_round)
 
     @property
     def together(self) -> bool:
         """Whether a round's calls are timed together (``--timer round``, rounds of several calls)."""
-        return self.ctx.cfg.timer == "round" and self.round_calls > 1
+        return self.ctx.cfg.timer == "round" and self.round_calls > 1 and not self.apart
 
     @property
     def most_calls(self) -> int:
@@ -84,7 +85,7 @@ class Timer:
         (an honest candidate's overhead is noise, a cheat's is there every time: docs/timing-fidelity.md)."""
         ctx, found, extra = self.ctx, self.ctx.found, self.ctx.found.extra
         candidate = self.runners.candidate
-        self.warm_ref_ms = []
+        self.warm_ref_ms, self.apart = [], False
         with self.buffers.phase("time"), self.device.on_timing_core(self.runners.live_pids):
             with found.split("time.settle"):
                 self.device.settle()
@@ -266,6 +267,13 @@ class Timer:
             inputs = [vary(self.buffers.make_inputs(), variant) for variant in varied]
         checks = checks or [True] * self.round_calls
         records = {side.name: self.call(side, inputs, label=label, graph=graph, seal=checks) for side in self._order(candidate_first)}
+        if self.together and any(reply.offstream for rec in records.values() for reply in rec.replies):
+            # a call's work outlived its stream, so its output was copied before it was done: neither timed nor
+            # compared; this round and every later one call by call, each output copied after a whole-device sync
+            self.apart = True
+            extra = self.ctx.found.extra
+            extra.timer, extra.round_timer_off = "events", f"{label}: work outlived a call's stream; timed call by call"
+            return self.timed_round(label, candidate_first, graph, keep, checks, varied)
         compared = 0
         with found.split("time/round.check"):
             for i, values in enumerate(inputs):
