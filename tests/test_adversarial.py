@@ -363,9 +363,11 @@ def judge_beside():
 def test_the_verdict_holds_on_a_busy_machine(name, scene, load_generator, judge_beside):
     """Beside a hog on every core but one, another judge at work (and the suite's other worker), each file's verdict
     holds: no forged gain is printed, and none that a claim rests on (fast_p, perf@p: a gain the judge marks noisy
-    counts only as far as its interval's low end goes)."""
+    counts only as far as its interval's low end goes). A timing problem is judged with the judge's own pairs of runners,
+    as a user's is: a gain outside +-5% is timed again in a fresh pair (one pair alone, beside a hog, was once 1.88x
+    faster on the supervisor's clock for the reference's own work, and a clock lie printed 1.64x, 2026-11-30)."""
     spec = headers(name)
-    result = judge(name, scene)
+    result = judge(name, scene, **({"process_pairs": 0} if spec.get("problem") == "timing" else {}))
     facts = {key: getattr(result.extra, key) for key in ("speedup_noisy", "speedup_interval", "wall_check", "timed_calls", "sandbox")}
     detail = (f"{name} beside {load_generator} CPU hogs and another judge ({judge_beside}): {result.outcome} "
               f"speedup={result.speedup} {facts} {result.message[:800]}")  # fmt: skip

@@ -987,32 +987,47 @@ def test_the_references_device_oom_beside_a_candidate_holding_memory_is_the_cand
                 s.process.wait()
 
 
-def test_a_round_whose_work_outlives_its_stream_is_given_up_and_timed_again_call_by_call():
-    """--timer round copies each call's output right after the call: work left on another stream may not be done yet
-    (H200, 2330837: the GPU red team's side_stream.py judged incorrect under round, correct under events). Such a round
-    is neither compared nor timed; it and every later one are timed call by call, as the events timer does."""
+def test_a_round_wrong_with_work_left_off_its_stream_is_timed_again_call_by_call():
+    """--timer round copies each call's output right after the call, so work a call left on another stream may not be
+    done yet (H200, 2330837: the GPU red team's side_stream.py judged incorrect under round, correct under events). A
+    round that is wrong and left work off its stream is neither compared nor timed: it and every later round are timed
+    call by call, as the events timer does. Work off the stream alone (an honest round's host hiccup: H200, c016594)
+    changes nothing; a wrong round with none is incorrect."""
     from types import SimpleNamespace
 
     from pytest_kernelbench.judge.supervisor.plan import Footprint
-    from pytest_kernelbench.judge.supervisor.record import Findings
+    from pytest_kernelbench.judge.supervisor.record import Findings, Verdict
     from pytest_kernelbench.judge.supervisor.timing import Record, Timer
 
-    fp = Footprint(on_gpu=True, io_bytes=(1 << 20, 1 << 20), ref_ms=0.1)
-    ctx = SimpleNamespace(fp=fp, on_gpu=True, cfg=SimpleNamespace(round_calls=0, timer="round", tol=None), found=Findings())
-    timer = Timer(ctx, None, SimpleNamespace(make_inputs=lambda: []), None)
-    timer.round_calls = 4
-    asked: list[bool] = []
+    def timer(offstream: bool, wrong: bool) -> tuple[Timer, list[bool]]:
+        fp = Footprint(on_gpu=True, io_bytes=(1 << 20, 1 << 20), ref_ms=0.1)
+        cfg = SimpleNamespace(round_calls=0, timer="round", tol="the configured tolerance")
+        t = Timer(SimpleNamespace(fp=fp, on_gpu=True, cfg=cfg, found=Findings()), None, SimpleNamespace(make_inputs=lambda: []), None)
+        t.round_calls, asked = 4, []
 
-    def call(side, inputs, **_):
-        asked.append(timer.together)
-        reply = SimpleNamespace(offstream=timer.together and side.name == "candidate", ms=1.0, graph_error="")
-        return Record([reply] * len(inputs), 4.0, [])
+        def call(side, inputs, **_):
+            asked.append(t.together)
+            reply = SimpleNamespace(offstream=offstream and t.together and side.name == "candidate", ms=1.0, graph_error="")
+            return Record([reply] * len(inputs), 4.0, [])
 
-    timer.call = call
-    timer.runners = SimpleNamespace(reference=SimpleNamespace(name="reference"), candidate=SimpleNamespace(name="candidate"))
-    assert timer.together
-    timer.timed_round("timed round 1", False, False, keep=True, checks=[False] * 4)
-    assert asked == [True, True, False, False] and not timer.together  # both sides again, call by call
-    assert timer.samples == {"reference": [1.0], "candidate": [1.0]}  # the given-up round left no sample
-    extra = ctx.found.extra
-    assert extra.timer == "events" and extra.round_timer_off.startswith("timed round 1: work outlived a call's stream")
+        def check(*_, **__):
+            if wrong and t.together:
+                raise Verdict("incorrect", "call 1: output: 3073 of 4096 values outside")
+
+        t.call, t.check = call, check
+        t.runners = SimpleNamespace(reference=SimpleNamespace(name="reference"), candidate=SimpleNamespace(name="candidate"))
+        return t, asked
+
+    raced, asked = timer(offstream=True, wrong=True)
+    assert raced.together
+    raced.timed_round("timed round 1", False, False, keep=True)
+    assert asked == [True, True, False, False] and not raced.together  # both sides again, call by call
+    assert raced.samples == {"reference": [1.0], "candidate": [1.0]}  # the given-up round left no sample
+    extra = raced.ctx.found.extra
+    assert extra.timer == "events" and extra.round_timer_off.startswith("timed round 1: wrong with work left off its stream")
+    hiccup, asked = timer(offstream=True, wrong=False)
+    hiccup.timed_round("timed round 1", False, False, keep=True)
+    assert asked == [True, True] and hiccup.together and hiccup.ctx.found.extra.round_timer_off is None
+    wrong, _ = timer(offstream=False, wrong=True)
+    with pytest.raises(Verdict, match="values outside"):
+        wrong.timed_round("timed round 1", False, False, keep=True)

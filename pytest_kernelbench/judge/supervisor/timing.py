@@ -267,24 +267,19 @@ class Timer:
             inputs = [vary(self.buffers.make_inputs(), variant) for variant in varied]
         checks = checks or [True] * self.round_calls
         records = {side.name: self.call(side, inputs, label=label, graph=graph, seal=checks) for side in self._order(candidate_first)}
-        if self.together and any(reply.offstream for rec in records.values() for reply in rec.replies):
-            # a call's work outlived its stream, so its output was copied before it was done: neither timed nor
-            # compared; this round and every later one call by call, each output copied after a whole-device sync
+        try:
+            compared = self._check_round(label, inputs, records, checks, varied)
+        except Verdict as verdict:
+            offstream = any(reply.offstream for rec in records.values() for reply in rec.replies)
+            if verdict.outcome != "incorrect" or not self.together or not offstream:
+                raise
+            # work outlived a call's stream, so an output may have been copied before it was done (a call's output
+            # is copied right after it, in the round's span): this round, and every later one, call by call, each
+            # output copied after a whole-device sync, as the events timer does; the wrong answer is not held against it
             self.apart = True
             extra = self.ctx.found.extra
-            extra.timer, extra.round_timer_off = "events", f"{label}: work outlived a call's stream; timed call by call"
+            extra.timer, extra.round_timer_off = "events", f"{label}: wrong with work left off its stream; timed call by call"
             return self.timed_round(label, candidate_first, graph, keep, checks, varied)
-        compared = 0
-        with found.split("time/round.check"):
-            for i, values in enumerate(inputs):
-                tol = self._call_tolerance(i) if checks[i] and varied[i] != STANDARD else self.ctx.cfg.tol
-                if checks[i] and tol is not None:
-                    name = f"{label}, call {i + 1}" if len(inputs) > 1 else label
-                    name += f" (inputs {varied[i]})" if varied[i] != STANDARD else ""
-                    self.check(values, records["candidate"], records["reference"], name, i, tol=tol)
-                    compared += 1
-                    if varied[i] != STANDARD:
-                        found.count("varied_checked_calls")
         for side, rec in records.items():
             offstream = sum(reply.offstream for reply in rec.replies)
             if offstream:
@@ -302,6 +297,21 @@ class Timer:
             found.extra.cuda_graph_error = errors[0]
             return False, compared
         return graph, compared
+
+    def _check_round(self, label: str, inputs: list[list[Any]], records: dict[str, Record], checks: list[bool], varied: list[str]) -> int:
+        """A round's checked calls compared, each within its tolerance; how many were."""
+        found, compared = self.ctx.found, 0
+        with found.split("time/round.check"):
+            for i, values in enumerate(inputs):
+                tol = self._call_tolerance(i) if checks[i] and varied[i] != STANDARD else self.ctx.cfg.tol
+                if checks[i] and tol is not None:
+                    name = f"{label}, call {i + 1}" if len(inputs) > 1 else label
+                    name += f" (inputs {varied[i]})" if varied[i] != STANDARD else ""
+                    self.check(values, records["candidate"], records["reference"], name, i, tol=tol)
+                    compared += 1
+                    if varied[i] != STANDARD:
+                        found.count("varied_checked_calls")
+        return compared
 
     def call(self, side: Side, inputs: list[list[Any]], *, label: str = "", graph: bool = False, seal: list[bool] | None = None) -> Record:
         """One side's calls of a round (one per list of values, each on its own call set), on the supervisor's clock
