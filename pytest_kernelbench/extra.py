@@ -54,6 +54,7 @@ class Extra:
     timed_calls: int | None = None
     checked_calls: int | None = None
     varied_checked_calls: int | None = None  # --inputs varied: checked timed calls whose inputs took a variant
+    varied_strays: int | None = None  # values of varied calls outside the tolerance, within twice it (distributions.strays)
     timing_stop: str | None = None  # "rule" or "early"
     early_stop_se: str | None = None  # which standard error the early stop read
     offstream_calls: dict[str, int] | None = None  # calls that left work on another stream, per side ("ref", "new")

@@ -96,6 +96,10 @@ class Tolerance:
             return self
         return dataclasses.replace(self, rows=tuple((d, a * factor, r) for d, a, r in self.rows))
 
+    def times(self, factor: float) -> Tolerance:
+        """This rule with every ``atol`` and ``rtol`` ``factor`` times as large (judge/distributions.py's strays)."""
+        return dataclasses.replace(self, rows=tuple((d, a * factor, r * factor) for d, a, r in self.rows))
+
     def replaced(self, atol: float | None, rtol: float | None) -> Tolerance:
         """This rule with ``atol`` and/or ``rtol`` (when not None) for every dtype."""
         if atol is None and rtol is None:

@@ -36,8 +36,16 @@ own distribution alone, meets the other values in the timed calls that are check
 A varied trial asks no more, for the size of its outputs, than the standard one: where the reference's outputs come out
 larger (their mean absolute value, against the first trial's), ``atol`` grows by that ratio (:func:`atol_scale`;
 ``rtol`` is relative already). Values scaled up 8 times, a linear model's outputs too: an error of the size the standard
-trial allowed, scaled with them, passes; a wrong answer does not. Pure functions of the trusted side: the supervisor
-calls them on inputs and outputs it holds.
+trial allowed, scaled with them, passes; a wrong answer does not.
+
+Nor does a varied call fail on a few strays of rounding (:func:`strays`): on varied inputs, at most one value in
+:data:`STRAY_SHARE` of an output (one at least) may lie outside the tolerance, none beyond :data:`STRAY_WIDEN` times it.
+The inputs scaled up sharpen a softmax: the bundled ``8_MultiHeadAttention`` (torch's fused attention against the
+reference's matmul, softmax and matmul) had 1 of 262,144 values outside on a timed call's scaled-up inputs (H200,
+0cfdabd: 0.00326 against an atol of 0.00279). A shortcut that holds for ``get_inputs()``'s distribution alone misses
+far more values, or by far more; a special value mishandled is a NaN or a difference of the value's size. The standard
+inputs allow no stray: every value within the tolerance, as KernelBench's ``allclose``. Pure functions of the trusted
+side: the supervisor calls them on inputs and outputs it holds.
 """
 
 from __future__ import annotations
@@ -46,6 +54,9 @@ import math
 from typing import Any
 
 import torch
+
+from ..tolerance import Tolerance
+from .compare import compare_chunked
 
 STANDARD = "standard"
 CHUNK = 1 << 20  # elements summed at once by output_size (a copy this big at most, in the CPU's cache)
@@ -58,6 +69,8 @@ VARIED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 # the CPU's arithmetic for whichever side does not flush them to zero (a timing difference that is not the kernel's).
 TIMED_VARIANTS = ("scaled up", "shifted", "uniform", "small integers", "scaled down")
 TIMED_ONE_IN = 4  # a timed call takes one of the evaluation's checked variants with probability 1/TIMED_ONE_IN
+STRAY_SHARE = 100_000  # on varied inputs, one value in this many (one at least) may lie outside the tolerance ...
+STRAY_WIDEN = 2.0  # ... within this many times it (strays)
 # Redrawing takes up to 1.7 times an input set's bytes more in the supervisor (_vary_tensor): in a time phase (device
 # memory planned without it: judge/footprint.py) only for input sets up to this size
 TIMED_MAX_BYTES = 1 << 30
@@ -176,3 +189,16 @@ def finite(outputs: list[torch.Tensor]) -> bool:
     """Whether every floating-point value of the reference's outputs is finite."""
     wide = (t if t.dtype in VARIED_DTYPES or t.is_complex() else t.float() for t in outputs if t.is_floating_point() or t.is_complex())
     return all(bool(torch.isfinite(t).all()) for t in wide)  # float8 has no isfinite: its values in float32
+
+
+def strays(new: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> int | None:
+    """How many values of a varied call's output lie outside ``tol`` where they are few strays of rounding: all finite
+    where the reference is, all within :data:`STRAY_WIDEN` times ``tol``, at most one in :data:`STRAY_SHARE` (one at
+    least); None where they are not (the output is wrong)."""
+    if new.shape != ref.shape or not new.is_floating_point():
+        return None
+    nonfinite, over, _ = compare_chunked(new, ref, tol)
+    if nonfinite or over > max(1, new.numel() // STRAY_SHARE):
+        return None
+    wide_nonfinite, wide_over, _ = compare_chunked(new, ref, tol.times(STRAY_WIDEN))
+    return over if not wide_nonfinite and not wide_over else None
