@@ -61,7 +61,7 @@ class Timer:
         self.atol_scale = 1.0  # the factor judged_pair last applied to atol (distributions.atol_scale)
         self.timed_variants: list[str] = []  # the variants a timed call may take: those the trials checked (--inputs varied)
         self.warm_ref_ms: list[float] = []  # the reference's time per call in each warm-up round, alone on the device
-        self.apart = False  # --timer round given up for this candidate: work outlived a call's stream (timed_round)
+        self.apart = False  # --timer round given up for this candidate: a round wrong with work left off its stream
 
     @property
     def together(self) -> bool:
