@@ -11,6 +11,7 @@ import torch
 from helpers import cpu_config
 from pytest_kernelbench.candidates import Candidate
 from pytest_kernelbench.errors import KernelBenchUsageError
+from pytest_kernelbench.judge.compare import Sealer
 from pytest_kernelbench.judge.controller import evaluate
 from pytest_kernelbench.judge.distributions import STANDARD, VARIANTS, Variants, atol_scale, finite, output_size, strays, vary
 from pytest_kernelbench.outcome import Outcome
@@ -239,17 +240,24 @@ def test_a_varied_call_counts_a_stray_of_rounding_and_fails_more_or_bigger_ones(
         assert wrong.outcome is Outcome.INCORRECT and "(inputs scaled up)" in wrong.message, (values, times, wrong.message)
     ref = torch.randn(300_000)
     rule = Tolerance("test", ((OTHER, 1e-3, 1e-3),))
+    sealer = Sealer()
+
+    def counted(new: torch.Tensor) -> int | None:  # the output as it was sealed at its reply
+        return strays(new, ref, rule, sealer, sealer.seal(new))
+
     off = ref.clone()
     off[:3] += 1.5e-3 * (1 + ref[:3].abs())  # 1.5 times the tolerance: three strays, three allowed in 300,000
-    assert strays(off, ref, rule) == 3 and strays(ref.clone(), ref, rule) == 0
-    off[3] += 1.5e-3 * (1 + ref[3].abs())
-    assert strays(off, ref, rule) is None  # four
+    assert counted(off) == 3 and counted(ref.clone()) == 0
+    assert strays(off, ref, rule, sealer, sealer.seal(ref)) is None  # no longer what was sealed: not counted
+    four = off.clone()
+    four[3] += 1.5e-3 * (1 + ref[3].abs())
+    assert counted(four) is None
     wide = ref.clone()
     wide[0] += 3e-3 * (1 + ref[0].abs())
-    assert strays(wide, ref, rule) is None  # beyond twice the tolerance
+    assert counted(wide) is None  # beyond twice the tolerance
     nan = ref.clone()
     nan[0] = float("nan")
-    assert strays(nan, ref, rule) is None and strays(torch.arange(4), torch.arange(4), rule) is None
+    assert counted(nan) is None and strays(torch.arange(4), torch.arange(4), rule, sealer, sealer.seal(torch.arange(4))) is None
 
 
 def test_atol_scale_output_size_and_a_tolerance_times_a_factor():

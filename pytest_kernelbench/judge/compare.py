@@ -148,18 +148,10 @@ def compare_tensors(new: torch.Tensor, ref: torch.Tensor, tol: Tolerance | float
             return "the output changed after the call returned (work still running when the call was over?)", math.inf
         if not bad and slack <= atol:
             return "", worst
-    nonfinite = over = 0
-    diff_max = 0.0
-    digest = 0
-    step = _chunk(a)
-    for start in range(0, a.numel(), step):
-        x = a[start : start + step].clone()  # one read of the shared slot: compared and digested alike
-        if sealer is not None:
-            digest = (digest + digest_value(sealer.digest_words(sealer.words(x)))) & _MASK
-        nf, ov, dm = _compare_chunk(x, b[start : start + step], atol, rtol)
-        nonfinite, over, diff_max = nonfinite + nf, over + ov, max(diff_max, dm)
-    if sealer is not None and seal is not None and digest != seal:
+    counts = _counts(a, b, atol, rtol, sealer, seal)
+    if counts is None:
         return "the output changed after the call returned (work still running when the call was over?)", math.inf
+    nonfinite, over, diff_max = counts
     if nonfinite:
         return f"{nonfinite} NaN/Inf values where the reference is finite", math.inf
     if over and exact(b.dtype):
@@ -221,13 +213,36 @@ def compare_chunked(n: torch.Tensor, r: torch.Tensor, tol: Tolerance | float | N
     """(values non-finite where the reference is finite, values outside tolerance, max finite abs diff), within ``tol``'s
     tolerance for ``r``'s dtype (:func:`compare_tensors`)."""
     atol, rtol = as_tolerance(tol, rtol).at(r.dtype)
-    a, b = n.detach().reshape(-1), r.detach().reshape(-1)
-    totals = [0, 0, 0.0]
+    counts = _counts(n.detach().reshape(-1), r.detach().reshape(-1), atol, rtol)
+    assert counts is not None  # no seal to differ from
+    return counts
+
+
+def sealed_counts(n: torch.Tensor, r: torch.Tensor, tol: Tolerance, sealer: Sealer, seal: int) -> tuple[int, int, float] | None:
+    """:func:`compare_chunked`'s counts of ``n`` as it was sealed (``seal``: the digest of the call's output at its
+    reply), or None where ``n`` no longer is: the values counted are the values sealed, read once."""
+    atol, rtol = tol.at(r.dtype)
+    return _counts(n.detach().reshape(-1), r.detach().reshape(-1), atol, rtol, sealer, seal)
+
+
+def _counts(a: torch.Tensor, b: torch.Tensor, atol: float, rtol: float, sealer: Sealer | None = None,
+            seal: int | None = None) -> tuple[int, int, float] | None:  # fmt: skip
+    """(non-finite, outside tolerance, max finite abs diff) of flat ``a`` against flat ``b``, chunk by chunk; with a
+    ``sealer``, each chunk read once (compared and digested alike) and None where ``a`` is not what ``seal`` sealed."""
+    nonfinite = over = 0
+    diff_max = 0.0
+    digest = 0
     step = _chunk(a)
     for start in range(0, a.numel(), step):
-        nf, ov, dm = _compare_chunk(a[start : start + step], b[start : start + step], atol, rtol)
-        totals = [totals[0] + nf, totals[1] + ov, max(totals[2], dm)]
-    return int(totals[0]), int(totals[1]), float(totals[2])
+        x = a[start : start + step]
+        if sealer is not None:
+            x = x.clone()  # one read of the shared slot: compared and digested alike
+            digest = (digest + digest_value(sealer.digest_words(sealer.words(x)))) & _MASK
+        nf, ov, dm = _compare_chunk(x, b[start : start + step], atol, rtol)
+        nonfinite, over, diff_max = nonfinite + nf, over + ov, max(diff_max, dm)
+    if sealer is not None and seal is not None and digest != seal:
+        return None
+    return int(nonfinite), int(over), float(diff_max)
 
 
 def values_equal(new: Any, ref: Any, tol: Tolerance | float | None, rtol: float | None = None) -> bool:

@@ -56,7 +56,7 @@ from typing import Any
 import torch
 
 from ..tolerance import Tolerance
-from .compare import compare_chunked
+from .compare import Sealer, sealed_counts
 
 STANDARD = "standard"
 CHUNK = 1 << 20  # elements summed at once by output_size (a copy this big at most, in the CPU's cache)
@@ -191,14 +191,15 @@ def finite(outputs: list[torch.Tensor]) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in wide)  # float8 has no isfinite: its values in float32
 
 
-def strays(new: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> int | None:
+def strays(new: torch.Tensor, ref: torch.Tensor, tol: Tolerance, sealer: Sealer, seal: int) -> int | None:
     """How many values of a varied call's output lie outside ``tol`` where they are few strays of rounding: all finite
     where the reference is, all within :data:`STRAY_WIDEN` times ``tol``, at most one in :data:`STRAY_SHARE` (one at
-    least); None where they are not (the output is wrong)."""
+    least); None where they are not (the output is wrong) or where the output is no longer what ``seal`` sealed at the
+    call's reply (each count reads it once, digested as it is compared: compare.sealed_counts)."""
     if new.shape != ref.shape or not new.is_floating_point():
         return None
-    nonfinite, over, _ = compare_chunked(new, ref, tol)
-    if nonfinite or over > max(1, new.numel() // STRAY_SHARE):
+    counts = sealed_counts(new, ref, tol, sealer, seal)
+    if counts is None or counts[0] or counts[1] > max(1, new.numel() // STRAY_SHARE):
         return None
-    wide_nonfinite, wide_over, _ = compare_chunked(new, ref, tol.times(STRAY_WIDEN))
-    return over if not wide_nonfinite and not wide_over else None
+    wide = sealed_counts(new, ref, tol.times(STRAY_WIDEN), sealer, seal)
+    return counts[1] if wide is not None and wide[:2] == (0, 0) else None

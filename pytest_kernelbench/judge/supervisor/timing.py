@@ -399,8 +399,9 @@ class Timer:
         worst = 0.0
         several = len(theirs_set.slots) > 1
         for i, (mine, theirs, seal) in enumerate(zip(mine_set.slots, theirs_set.slots, new.seals[index], strict=True)):
-            why, diff = compare_tensors(mine, theirs, tol, None, self.sealer, digest_value(seal))
-            stray = strays(mine, theirs, tol) if why and variant != STANDARD and math.isfinite(diff) else None
+            sealed = digest_value(seal)
+            why, diff = compare_tensors(mine, theirs, tol, None, self.sealer, sealed)
+            stray = strays(mine, theirs, tol, self.sealer, sealed) if why and variant != STANDARD and math.isfinite(diff) else None
             if why and stray is None:
                 raise Verdict("incorrect", f"{label}: output{f' {i}' if several else ''}: {why}")
             if stray:
