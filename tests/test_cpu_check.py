@@ -279,10 +279,10 @@ def checks_pch(tmp_path_factory) -> str:
 
 
 def _marks(path) -> tuple:
-    name = f"{path.parent.name}/{path.name}"
-    if name in FULL_ONLY or ("load_inline" in path.read_text() and name not in IN_CI):
+    name, built = f"{path.parent.name}/{path.name}", "load_inline" in path.read_text()
+    if name in FULL_ONLY or (built and name not in IN_CI):
         return (pytest.mark.full,)
-    return (pytest.mark.slow,) if "load_inline" in path.read_text() else ()  # slow: started first (conftest.py)
+    return (pytest.mark.slow,) if built else ()  # slow: started first (conftest.py)
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, id=f"{p.parent.name}/{p.name}", marks=_marks(p)) for p in SOLUTIONS])
