@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pytest_kernelbench.candidates import Candidate  # noqa: E402
-from pytest_kernelbench.config import EvalConfig  # noqa: E402
+from pytest_kernelbench.config import TIMERS, EvalConfig  # noqa: E402
 from pytest_kernelbench.judge.controller import evaluate  # noqa: E402
 from pytest_kernelbench.problems import Problem  # noqa: E402
 
@@ -94,7 +94,7 @@ SIZES = [2**k for k in range(12, 27, 2)]
 CANDIDATES = {"fused": FUSED, "same": SAME}
 
 
-def judge(size: int, build_dir: str, name: str = "fused", sandbox: str = "auto", timer: str = "events") -> dict:
+def judge(size: int, build_dir: str, name: str = "fused", sandbox: str = "auto", timer: str = EvalConfig.timer) -> dict:
     problem = Problem("mini", 90, f"90_ScaleShift_{size}", PROBLEM.replace("SIZE", str(size)), "benchmarks/small_kernels.py")
     cfg = EvalConfig(device="cuda", timeout=600, build_dir=build_dir, sandbox=sandbox, timer=timer)
     result = evaluate(problem, Candidate(CANDIDATES[name], "", name), cfg)
@@ -127,7 +127,7 @@ def table(rows: list[dict]) -> str:
         wall = r.get("wall_check") or {}
         excess, bound = (_us(wall.get(k)) if wall.get(k) is not None else "-" for k in ("excess_ms", "bound_ms"))
         who = r.get("candidate", "fused") + ("" if r.get("sandbox", "auto") == "auto" else f" (sandbox {r['sandbox']})")
-        who += f", timer {r['timer_asked']}" if r.get("timer_asked", "events") != "events" else ""
+        who += f", timer {r['timer_asked']}" if r.get("timer_asked", EvalConfig.timer) != EvalConfig.timer else ""
         lines.append(f"| {r['size']} | {who} | {r['outcome']} | {r['ref_us']} | {r['new_us']} | {event} | {printed} | "
                      f"{r['capped']} | {ratio if ratio is not None else '-'} | {within} | {excess} | {bound} |")  # fmt: skip
     return "\n".join(lines)
@@ -140,7 +140,7 @@ def main() -> int:
     parser.add_argument("--candidates", default="fused", help="comma-separated: fused (the honest fused kernel), same "
                         "(the reference's own code, the control)")
     parser.add_argument("--sandbox", default="auto", choices=["auto", "off"], help="the candidate's runner (--kb-sandbox)")
-    parser.add_argument("--timer", default="events", choices=["events", "round"], help="--kb-timer (round: a round's calls together)")
+    parser.add_argument("--timer", default=EvalConfig.timer, choices=TIMERS[:3], help="--kb-timer (round: a round's calls together)")
     args = parser.parse_args()
     names = args.candidates.split(",")
     if unknown := sorted(set(names) - set(CANDIDATES)):

@@ -238,7 +238,8 @@ def _timing(result) -> dict:
     batch could have helped)."""
     extra = result.extra
     return {"timed_calls": extra.timed_calls, "checked_calls": extra.checked_calls, "per_round": extra.calls_per_round,
-            "stop": extra.timing_stop, "second_batch": extra.wall_check_first_batch is not None,
+            "stop": extra.timing_stop, "early_stop_se": extra.early_stop_se, "timer": extra.timer,
+            "second_batch": extra.wall_check_first_batch is not None,
             "ref_ms": result.ref.median if result.ref else None, "new_ms": result.new.median if result.new else None,
             "samples": result.new.rounds if result.new else None,
             "capped": extra.speedup_capped, "noisy": extra.speedup_noisy,
@@ -262,8 +263,7 @@ def judged_line(pck, result, started: float, busy: float | None, samples: bool) 
     if not result.correct:
         line["message"] = result.message if len(result.message) <= 1000 else f"{result.message[:300]} [...] {result.message[-700:]}"
     if samples and result.ref and result.new:  # each side's timing samples, in the order they were taken
-        line.update(samples={"ref": result.ref.samples, "new": result.new.samples},
-                    timing={k: getattr(result.extra, k) for k in ("timing_stop", "early_stop_se", "calls_per_round", "timer")})
+        line["samples"] = {"ref": result.ref.samples, "new": result.new.samples}
     return line
 
 
@@ -380,7 +380,8 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
     if corpus != "synthetic":  # which candidate is which: first-call costs differ by kind (Triton JIT, nvcc, capture, inductor)
         row["by_kind"] = by_kind(lines)
         row["results"] = [{k: line[k] for k in ("problem", "candidate", "kind", "outcome", "speedup", "wall_s", "stage_s", "lock_held_s",
-                                                 "split_s", "cpu_s", "input_variants", "timing")} for line in lines]  # fmt: skip
+                                                 "split_s", "cpu_s", "input_variants", "timing", "samples") if k in line}
+                          for line in lines]  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
 
@@ -486,7 +487,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--inputs", choices=INPUTS, default=None,
                         help="the judge's --inputs (default: the judge's): the correctness trials' distributions (each line "
                              "records the variants checked)")  # fmt: skip
-    parser.add_argument("--timer", choices=TIMERS, default="events", help="the judge's --timer (round: a round's calls timed together)")
+    parser.add_argument("--timer", choices=TIMERS, default=EvalConfig.timer,
+                        help="the judge's --timer (round: a round's calls timed together)")
     parser.add_argument("--min-reps", type=int, default=0,
                         help="timing samples of each side at least (EvalConfig.min_reps; 0: the judge's default)")
     parser.add_argument("--problems", default="",

@@ -16,7 +16,8 @@ from .tolerance import PRESETS as TOLERANCES
 from .tolerance import Tolerance, check_number
 from .tolerance import parse as parse_tolerance
 
-TIMERS = ("events", "round", "cuda-graph")  # --timer (judge/supervisor/timing.py)
+TIMERS = ("auto", "events", "round", "cuda-graph")  # --timer (judge/supervisor/timing.py)
+AUTO_ROUND_BELOW_MS = 1.0  # --timer auto: a round's calls timed together where the reference's call is shorter (GPU)
 INPUTS = ("standard", "varied")  # --inputs: the correctness trials' distributions (judge/distributions.py)
 
 MAX_PROCESS_PAIRS = 5  # --process-pairs: as many as a CPU takes by itself (stats.AUTO_PAIRS); each a runner start and a timing phase
@@ -162,10 +163,11 @@ class EvalConfig:
     # how a supervisor process starts: "forkserver" (forked from a server that imported torch once:
     # saves ~2 s per candidate; Linux) or "spawn" (a fresh interpreter each time)
     worker_start: str = ""
-    # how each call is timed on the GPU: "events" (CUDA events around one call) or "cuda-graph" (each
-    # side's call captured once in a CUDA graph, events around one replay: no host launch cost; falls
-    # back to events for both sides, saying why, when either capture fails)
-    timer: str = "events"
+    # how each call is timed on the GPU: "auto" (a round's calls of a short call together, else "events"),
+    # "events" (CUDA events around one call), "round" (events around a round's calls back to back) or "cuda-graph"
+    # (each side's call captured once in a CUDA graph, events around one replay: no host launch cost; falls back to
+    # events for both sides, saying why, when either capture fails)
+    timer: str = "auto"
     # the candidate's runner: "auto" (a bubblewrap sandbox when one can be started, else a plain
     # process, said once), "required" (no sandbox is an error), "off" (a plain process)
     sandbox: str = "auto"
@@ -363,10 +365,12 @@ JUDGE_OPTIONS: tuple[JudgeOption, ...] = (
                 "its least samples", pytest_flags=("--kb-max-time",), env="KB_MAX_TIME"),
     JudgeOption("timer", "--timer", "timing: CUDA events (CPU: perf_counter) around each call (events), around a timing "
                 "round's calls back to back (round: small kernels, whose wall clock then resolves microseconds; on the CPU "
-                "only with --round-calls N, as CPU rounds are one call otherwise), or around one CUDA-graph replay (cuda-graph)",
+                "only with --round-calls N, as CPU rounds are one call otherwise), around one CUDA-graph replay (cuda-graph), "
+                f"or round where the reference's call is shorter than {AUTO_ROUND_BELOW_MS:g} ms on a GPU and events elsewhere (auto)",
                 pytest_flags=("--kb-timer",), choices=TIMERS),
     JudgeOption("round_calls", "--round-calls", "calls of each side per timing round, each on fresh inputs (0: automatic, "
-                "up to 16 on a GPU for small, fast problems; 1 on the CPU)", pytest_flags=("--kb-round-calls",)),
+                "up to 16 on a GPU for small, fast problems, 64 where a round's calls are timed together; 1 on the CPU)",
+                pytest_flags=("--kb-round-calls",)),
     JudgeOption("process_pairs", "--process-pairs", "pairs of fresh runner processes to time in (0: automatic, one, and "
                 "a second where the first's speedup is outside 0.95-1.05 on the CPU, or on a GPU outside 0.98-1.02 yet within "
                 "3 standard deviations of 1.0; a third where those two leave it in doubt, on the CPU up to five; 1: one, the most "

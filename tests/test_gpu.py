@@ -99,12 +99,14 @@ def test_a_small_fast_problem_is_timed_in_rounds_of_several_calls_and_a_big_one_
         assert len(samples["new"]) >= 30, extra
 
 
-def test_a_rounds_calls_timed_together_are_vouched_for_far_below_a_calls_floor():
-    """--kb-timer round (issue 48, small kernels): a tiny problem's round of up to 64 calls in one span; the wall clock's
-    bound falls below the 0.1 ms floor a call timed alone can never get under (H200, 25ef24d: 12-33 us)."""
+@pytest.mark.parametrize("timer", ["auto", "round"])
+def test_a_rounds_calls_timed_together_are_vouched_for_far_below_a_calls_floor(timer):
+    """--kb-timer round, and the default (auto) for a call below 1 ms (issue 48, small kernels): a tiny problem's round
+    of up to 64 calls in one span; the wall clock's bound falls below the 0.1 ms floor a call timed alone can never get
+    under (H200, 25ef24d: 12-33 us)."""
     from pytest_kernelbench.judge.supervisor.plan import AUTO_ROUND_CALLS
 
-    result = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120, timer="round"))
+    result = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120, timer=timer))
     assert result.outcome is Outcome.CORRECT, result.message
     extra = result.extra
     assert extra.timer == "round" and extra.calls_per_round > AUTO_ROUND_CALLS and extra.wall_check["ok"], extra
@@ -190,10 +192,11 @@ def _gpu_judge(name, **overrides):
     return spec, evaluate(problem, candidate, EvalConfig(device="cuda", timeout=float(spec.get("timeout", 300)), **overrides))
 
 
-@pytest.mark.parametrize("timer", ["events", "round"])
+@pytest.mark.parametrize("timer", ["auto", "events"])
 @pytest.mark.parametrize("name", GPU_CORPUS)
 def test_the_gpu_red_team_gets_what_each_file_says(name, timer):
-    """Each file's verdict, under the default timer and under --kb-timer round (a round's calls timed together)."""
+    """Each file's verdict, under the default timer (auto: a tiny problem's round of calls timed together, as --kb-timer
+    round does; a big one's call by call) and under --kb-timer events (each call timed alone)."""
     spec, result = _gpu_judge(name, timer=timer)
     detail = f"{name}: {result.outcome} speedup={result.speedup} extra={result.extra} {result.message[:1500]}"
     if name in GPU_CLOCK_LIES and lie_hidden_by_noise_and_capped(result, detail):  # other tests' timing on the GPU

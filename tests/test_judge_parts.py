@@ -419,6 +419,29 @@ def test_timing_takes_min_reps_samples_even_in_rounds_and_stops_by_calls():
     assert not calls.done(seen(29), elapsed=10.0) and calls.done(seen(30), elapsed=10.0) and calls.done(seen(300), elapsed=0.1)
 
 
+def test_on_a_gpu_timing_stops_once_the_speedup_is_known_though_each_sides_median_is_not():
+    """Issue 46 (H200, 5dd4a24: 22 of 70 PIKE candidates timed for the whole max_time): other judges' builds slow both
+    sides of a round alike. Each side's median stays uncertain; the rounds' ratios, which cancel it, do not. Where the
+    sides' noise is independent, the speedup is not known sooner than the sides' medians."""
+    import random
+
+    from pytest_kernelbench.judge.stats import Stopper, median_rel_err, speedup_known
+
+    rng = random.Random(7)
+    load = [rng.choice([1.0, 1.3, 1.8]) for _ in range(60)]  # how slow the machine was in each round
+    shared = {"reference": [2.0 * x for x in load], "candidate": [1.0 * x * (1 + 0.001 * (i % 3)) for i, x in enumerate(load)]}
+    alone = {side: [scale * rng.choice([1.0, 1.3, 1.8]) for _ in range(60)] for side, scale in (("reference", 2.0), ("candidate", 1.0))}
+    gpu = Stopper(min_reps=30, max_reps=300, max_time=3.0, rel_err=0.01, paired=True)
+    assert all(median_rel_err(v) > 0.01 for v in shared.values())  # each side's rule would go on to max_time
+    assert speedup_known(shared["reference"][:30], shared["candidate"][:30], 0.01)
+    assert gpu.why({k: v[:30] for k, v in shared.items()}, elapsed=0.5) == "speedup"
+    assert gpu.why({k: v[:29] for k, v in shared.items()}, elapsed=0.5) == ""  # min_reps first
+    assert not speedup_known(alone["reference"], alone["candidate"], 0.01)
+    assert gpu.why(alone, elapsed=0.5) == "" and gpu.why(alone, elapsed=3.5) == "max_time"
+    sides = Stopper(min_reps=30, max_reps=300, max_time=3.0, rel_err=0.01)  # the CPU's, and KB_PAIRED_STOP=0
+    assert sides.why({k: v[:30] for k, v in shared.items()}, elapsed=0.5) == ""
+
+
 def test_a_big_calls_early_stop_reads_the_interquartile_range_and_the_full_rule_the_standard_deviation():
     """Sixteenth session, H100: a 3.1 ms reduction's reference took up to 7.2 ms on a few calls, and the standard
     deviation kept its timing going until max_time (79 calls) though the median was known within 0.2%. The early stop
@@ -495,6 +518,14 @@ def test_rounds_grow_where_the_references_warm_up_calls_alone_on_the_device_allo
     assert not timer([]).longer_rounds(graph=False) and bound == []
     together = timer([0.2], kind="round")  # a round's calls timed together: up to TOGETHER_ROUND_CALLS
     assert together.longer_rounds(graph=False) and together.round_calls == TOGETHER_ROUND_CALLS == 64 and together.together
+    # --timer auto (the default): together where the reference's warm-up call, alone on the device, is below 1 ms
+    short = timer([0.5, 0.45], kind="auto")
+    assert not short.together and short.longer_rounds(graph=False)
+    assert short.together and short.round_calls == int(ROUND_MS / 0.45) == 55
+    longer = timer([1.25], kind="auto")
+    assert longer.longer_rounds(graph=False) and longer.round_calls == 16 and not longer.together
+    assert timer([], kind="auto").joint_timer(0.2) and not timer([], kind="events").joint_timer(0.2)
+    assert not timer([], gpu=False, kind="auto").joint_timer(0.2)  # CPU rounds are one call: perf_counter around each
 
 
 def test_stretches_of_slow_or_fast_rounds_widen_the_speedup_interval():

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ...config import AUTO_ROUND_BELOW_MS
 from ...tolerance import Tolerance
 from .. import protocol as p
 from ..compare import Sealer, compare_chunked, compare_tensors, digest_value, flatten, values_equal
@@ -62,15 +63,25 @@ class Timer:
         self.timed_variants: list[str] = []  # the variants a timed call may take: those the trials checked (--inputs varied)
         self.warm_ref_ms: list[float] = []  # the reference's time per call in each warm-up round, alone on the device
         self.apart = False  # --timer round given up for this candidate: a round wrong with work left off its stream
+        self.joint = self.joint_timer(ctx.fp.ref_ms)  # a round's calls are to be timed together, where a round holds several
 
     @property
     def together(self) -> bool:
-        """Whether a round's calls are timed together (``--timer round``, rounds of several calls)."""
-        return self.ctx.cfg.timer == "round" and self.round_calls > 1 and not self.apart
+        """Whether a round's calls are timed together (``--timer round``, or ``auto`` for short calls; rounds of several
+        calls)."""
+        return self.joint and self.round_calls > 1 and not self.apart
 
     @property
     def most_calls(self) -> int:
-        return TOGETHER_ROUND_CALLS if self.ctx.cfg.timer == "round" else AUTO_ROUND_CALLS
+        return TOGETHER_ROUND_CALLS if self.joint else AUTO_ROUND_CALLS
+
+    def joint_timer(self, ref_ms: float) -> bool:
+        """Whether a round's calls are timed together: ``--timer round``; ``auto`` on a GPU where the reference's call
+        (``ref_ms``, its fastest so far) is shorter than AUTO_ROUND_BELOW_MS, where a call's own window, holding the
+        supervisor's work for it (about 0.4 ms), is too noisy for the wall clock to vouch for a gain (small kernels:
+        docs/timing-fidelity.md, "A round's calls timed together")."""
+        timer = self.ctx.cfg.timer
+        return timer == "round" or (timer == "auto" and self.ctx.on_gpu and ref_ms < AUTO_ROUND_BELOW_MS)
 
     @property
     def unit(self) -> str:
@@ -86,6 +97,7 @@ class Timer:
         ctx, found, extra = self.ctx, self.ctx.found, self.ctx.found.extra
         candidate = self.runners.candidate
         self.warm_ref_ms, self.apart = [], False
+        self.joint = self.joint_timer(ctx.fp.ref_ms)
         with self.buffers.phase("time"), self.device.on_timing_core(self.runners.live_pids):
             with found.split("time.settle"):
                 self.device.settle()
@@ -135,6 +147,7 @@ class Timer:
         ctx = self.ctx
         if graph or ctx.cfg.round_calls or not ctx.on_gpu or not self.warm_ref_ms:
             return False
+        self.joint = self.joint or self.joint_timer(min(self.warm_ref_ms))
         calls = calls_per_round(dataclasses.replace(ctx.fp, ref_ms=min(self.warm_ref_ms)), 0, self.most_calls)
         if calls <= self.round_calls:
             return False
@@ -148,16 +161,21 @@ class Timer:
         each batch); then the wall-clock cross-check of the batch."""
         cfg, extra = self.ctx.cfg, self.ctx.found.extra
         robust = os.environ.get("KB_ROBUST_STOP", "1") != "0"  # the early stop's precision (Stopper.precise): IQR, or the std
-        stopper = Stopper(cfg.timing_min_reps, cfg.max_reps, cfg.max_time, cfg.rel_err, self.round_calls, robust)
+        # on a GPU the stop may also read the rounds' ratios (stats.speedup_known); KB_PAIRED_STOP=0 leaves it to each side's
+        paired = self.ctx.on_gpu and os.environ.get("KB_PAIRED_STOP", "1") != "0"
+        stopper = Stopper(cfg.timing_min_reps, cfg.max_reps, cfg.max_time, cfg.rel_err, self.round_calls, robust, paired)
         self.samples, self.walls = {"reference": [], "candidate": []}, {"reference": [], "candidate": []}
-        started, rounds, checked = _perf_counter(), 0, 0
+        started, rounds, checked, why = _perf_counter(), 0, 0, ""
         name = f"timed {self.unit}" + (" (second batch)" if again else "")
         early = early_stop(self.ctx.fp, cfg.min_reps, self.round_calls)
 
         def enough() -> bool:
+            nonlocal why
             if early and checked >= EARLY_CHECKED and stopper.precise(self.samples, EARLY_SAMPLES, EARLY_REL_ERR):
+                why = "early" if len(self.samples["reference"]) < cfg.timing_min_reps else "rule"  # the full rule's samples
                 return True
-            return stopper.done(self.samples, _perf_counter() - started) and checked >= min(MIN_CHECKED, cfg.max_reps)
+            why = stopper.why(self.samples, _perf_counter() - started)
+            return bool(why) and checked >= min(MIN_CHECKED, cfg.max_reps)
 
         while not enough():
             if self.samples["reference"]:  # the reference's calls as timed here, alone on the device
@@ -167,7 +185,7 @@ class Timer:
             label = f"{name} {rounds + 1}"
             graph, compared = self.timed_round(label, rounds % 2 == 1, graph, keep=True, checks=checks, varied=varied)
             rounds, checked = rounds + 1, checked + compared
-        extra.timing_stop = "early" if early and len(self.samples["reference"]) < cfg.timing_min_reps else "rule"
+        extra.timing_stop = why  # early, rule, speedup or max_time (stats.Stopper.why)
         if early:  # which standard error the early stop read (stats.Stopper.precise)
             extra.early_stop_se = "iqr" if robust else "stdev"
         self.ctx.found.count("checked_calls", checked)
