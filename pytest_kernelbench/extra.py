@@ -55,7 +55,7 @@ class Extra:
     checked_calls: int | None = None
     varied_checked_calls: int | None = None  # --inputs varied: checked timed calls whose inputs took a variant
     varied_strays: int | None = None  # values of varied calls outside the tolerance, within twice it (distributions.strays)
-    timing_stop: str | None = None  # why timing stopped: "early", "rule", "speedup" or "max_time" (stats.Stopper.why)
+    timing_stop: str | None = None  # why timing stopped: "early", "rule" or "max_time" (stats.Stopper.why)
     early_stop_se: str | None = None  # which standard error the early stop read
     offstream_calls: dict[str, int] | None = None  # calls that left work on another stream, per side ("ref", "new")
     wall_check: dict[str, Any] | None = None  # the supervisor's clock against the claims (stats.WallCheck)

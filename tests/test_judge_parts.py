@@ -415,31 +415,9 @@ def test_timing_takes_min_reps_samples_even_in_rounds_and_stops_by_calls():
     few = Stopper(min_reps=8, max_reps=300, max_time=3.0, rel_err=0.01, calls_per_sample=16)
     assert not few.done(seen(8), elapsed=0.1) and few.done(seen(8), elapsed=10.0)  # noisy: on until max_time ...
     assert few.done(seen(19), elapsed=0.1) and not few.done(seen(18), elapsed=0.1)  # ... or max_reps calls (304)
+    assert few.why(seen(8), elapsed=10.0) == "max_time" and few.why(seen(19), elapsed=10.0) == "rule"  # extra.timing_stop
     calls = Stopper(min_reps=30, max_reps=300, max_time=3.0, rel_err=0.01)
     assert not calls.done(seen(29), elapsed=10.0) and calls.done(seen(30), elapsed=10.0) and calls.done(seen(300), elapsed=0.1)
-
-
-def test_on_a_gpu_timing_stops_once_the_speedup_is_known_though_each_sides_median_is_not():
-    """Issue 46 (H200, 5dd4a24: 22 of 70 PIKE candidates timed for the whole max_time): other judges' builds slow both
-    sides of a round alike. Each side's median stays uncertain; the rounds' ratios, which cancel it, do not. Where the
-    sides' noise is independent, the speedup is not known sooner than the sides' medians."""
-    import random
-
-    from pytest_kernelbench.judge.stats import Stopper, median_rel_err, speedup_known
-
-    rng = random.Random(7)
-    load = [rng.choice([1.0, 1.3, 1.8]) for _ in range(60)]  # how slow the machine was in each round
-    shared = {"reference": [2.0 * x for x in load], "candidate": [1.0 * x * (1 + 0.001 * (i % 3)) for i, x in enumerate(load)]}
-    alone = {side: [scale * rng.choice([1.0, 1.3, 1.8]) for _ in range(60)] for side, scale in (("reference", 2.0), ("candidate", 1.0))}
-    gpu = Stopper(min_reps=30, max_reps=300, max_time=3.0, rel_err=0.01, paired=True)
-    assert all(median_rel_err(v) > 0.01 for v in shared.values())  # each side's rule would go on to max_time
-    assert speedup_known(shared["reference"][:30], shared["candidate"][:30], 0.01)
-    assert gpu.why({k: v[:30] for k, v in shared.items()}, elapsed=0.5) == "speedup"
-    assert gpu.why({k: v[:29] for k, v in shared.items()}, elapsed=0.5) == ""  # min_reps first
-    assert not speedup_known(alone["reference"], alone["candidate"], 0.01)
-    assert gpu.why(alone, elapsed=0.5) == "" and gpu.why(alone, elapsed=3.5) == "max_time"
-    sides = Stopper(min_reps=30, max_reps=300, max_time=3.0, rel_err=0.01)  # the CPU's, and KB_PAIRED_STOP=0
-    assert sides.why({k: v[:30] for k, v in shared.items()}, elapsed=0.5) == ""
 
 
 def test_a_big_calls_early_stop_reads_the_interquartile_range_and_the_full_rule_the_standard_deviation():

@@ -71,14 +71,13 @@ class Stopper:
     rel_err: float
     calls_per_sample: int = 1
     robust: bool = False  # precise(): the medians' precision from the interquartile range (median_rel_err)
-    paired: bool = False  # done(): also once the speedup itself is known within rel_err (speedup_known)
 
     def done(self, samples: dict[str, list[float]], elapsed: float) -> bool:
         return bool(self.why(samples, elapsed))
 
     def why(self, samples: dict[str, list[float]], elapsed: float) -> str:
         """Why timing may stop ('' while it may not): "rule" (``max_reps`` calls, or each side's median known within
-        ``rel_err``), "speedup" (the speedup known within it: :func:`speedup_known`) or "max_time"."""
+        ``rel_err``) or "max_time"."""
         n = min((len(v) for v in samples.values()), default=0)
         if n * self.calls_per_sample >= self.max_reps and n >= self.min_reps:  # EvalConfig: min_reps <= max_reps
             return "rule"
@@ -86,8 +85,6 @@ class Stopper:
             return ""
         if all(median_rel_err(v) < self.rel_err for v in samples.values()):
             return "rule"
-        if self.paired and speedup_known(samples["reference"], samples["candidate"], self.rel_err):
-            return "speedup"
         return "max_time" if elapsed > self.max_time else ""
 
     def precise(self, samples: dict[str, list[float]], floor: int, rel_err: float) -> bool:
@@ -96,18 +93,6 @@ class Stopper:
         With ``robust`` the precision comes from the interquartile range: one slow call in sixteen does not defer it."""
         n = min((len(v) for v in samples.values()), default=0)
         return n >= floor and all(median_rel_err(v, self.robust) < rel_err for v in samples.values())
-
-
-def speedup_known(ref_ms: list[float], new_ms: list[float], rel_err: float) -> bool:
-    """Whether the speedup's 95% interval from the rounds' ratios (:func:`speedup_interval`'s, which interleaved rounds
-    share a moment's machine state in) lies within ``rel_err`` of it either way. Each side's median within ``rel_err``
-    at one standard error leaves the speedup's 95% interval about 2.8 ``rel_err`` wide either way where the sides'
-    noise is independent; where it is shared (other judges' builds slow both sides of a round), the ratios cancel it and
-    the sides' own precision need not be waited for (issue 46: on the H200, 22 of 70 PIKE candidates timed for the whole
-    ``max_time``)."""
-    n = min(len(ref_ms), len(new_ms))
-    logs = [math.log(r / c) for r, c in zip(ref_ms[:n], new_ms[:n], strict=True) if r > 0 and c > 0]
-    return len(logs) == n and _half_width(logs) < rel_err
 
 
 def _median_se(values: list[float]) -> float:

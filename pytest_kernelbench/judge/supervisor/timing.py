@@ -161,9 +161,7 @@ class Timer:
         each batch); then the wall-clock cross-check of the batch."""
         cfg, extra = self.ctx.cfg, self.ctx.found.extra
         robust = os.environ.get("KB_ROBUST_STOP", "1") != "0"  # the early stop's precision (Stopper.precise): IQR, or the std
-        # on a GPU the stop may also read the rounds' ratios (stats.speedup_known); KB_PAIRED_STOP=0 leaves it to each side's
-        paired = self.ctx.on_gpu and os.environ.get("KB_PAIRED_STOP", "1") != "0"
-        stopper = Stopper(cfg.timing_min_reps, cfg.max_reps, cfg.max_time, cfg.rel_err, self.round_calls, robust, paired)
+        stopper = Stopper(cfg.timing_min_reps, cfg.max_reps, cfg.max_time, cfg.rel_err, self.round_calls, robust)
         self.samples, self.walls = {"reference": [], "candidate": []}, {"reference": [], "candidate": []}
         started, rounds, checked, why = _perf_counter(), 0, 0, ""
         name = f"timed {self.unit}" + (" (second batch)" if again else "")
@@ -185,7 +183,7 @@ class Timer:
             label = f"{name} {rounds + 1}"
             graph, compared = self.timed_round(label, rounds % 2 == 1, graph, keep=True, checks=checks, varied=varied)
             rounds, checked = rounds + 1, checked + compared
-        extra.timing_stop = why  # early, rule, speedup or max_time (stats.Stopper.why)
+        extra.timing_stop = why  # early, rule or max_time (stats.Stopper.why)
         if early:  # which standard error the early stop read (stats.Stopper.precise)
             extra.early_stop_se = "iqr" if robust else "stdev"
         self.ctx.found.count("checked_calls", checked)
