@@ -69,7 +69,9 @@ def test_float32_is_computed_without_tf32_where_the_tolerance_is_tighter_than_tf
 def test_a_small_fast_problem_is_timed_in_rounds_of_several_calls_and_a_big_one_call_by_call():
     from pytest_kernelbench.judge.supervisor.plan import AUTO_ROUND_CALLS, ROUND_BYTES
 
-    small = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120))
+    # --kb-timer events: each call of a round timed alone (the default, auto, times a call this short in rounds of up
+    # to 64 timed together: test_a_rounds_calls_timed_together_are_vouched_for_far_below_a_calls_floor)
+    small = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120, timer="events"))
     assert small.outcome is Outcome.CORRECT, small.message
     assert small.extra.calls_per_round == AUTO_ROUND_CALLS and small.extra.wall_check["ok"]
     assert small.extra.timed_calls >= AUTO_ROUND_CALLS * small.new.rounds
