@@ -54,6 +54,7 @@ class Extra:
     timed_calls: int | None = None
     checked_calls: int | None = None
     varied_checked_calls: int | None = None  # --inputs varied: checked timed calls whose inputs took a variant
+    checked_together: int | None = None  # checked calls of timing rounds found right in one pass (compare.close_together)
     varied_strays: int | None = None  # values of varied calls outside the tolerance, within twice it (distributions.strays)
     timing_stop: str | None = None  # why timing stopped: "early", "rule" or "max_time" (stats.Stopper.why)
     early_stop_se: str | None = None  # which standard error the early stop read

@@ -13,7 +13,7 @@ from helpers import DATA, cpu_config, tiny_problem
 from pytest_kernelbench.candidates import Candidate, load_candidate_file
 from pytest_kernelbench.config import EvalConfig, default_tolerance
 from pytest_kernelbench.errors import KernelBenchUsageError
-from pytest_kernelbench.judge.compare import Sealer, compare_chunked, compare_tensors, values_equal
+from pytest_kernelbench.judge.compare import Sealer, close_together, compare_chunked, compare_tensors, values_equal
 from pytest_kernelbench.judge.controller import evaluate
 from pytest_kernelbench.outcome import Outcome
 from pytest_kernelbench.problems import problem_from_path
@@ -126,6 +126,43 @@ def test_compare_a_sealed_complex_or_bool_output_and_notice_a_late_change():
 
 
 # --- values that are not tensors ------------------------------------------------------------------------
+
+
+def test_a_rounds_calls_are_told_right_together_only_where_each_would_be_alone():
+    """Issue 46 (H200, 1871134: a round of 64 small calls compared one by one took as long as the calls): a round's
+    checked calls compared in one pass say 'all right' only where compare_tensors says so of each, the slots are what was
+    sealed and the inputs as given; anything else (a value out of tolerance, a NaN, a slot changed after its seal, an
+    input written to, dtypes a pass cannot take) sends each call to be checked alone."""
+    sealer, tol = Sealer(), KB
+    refs = [torch.randn(4, 33) for _ in range(5)]
+    inputs = [(torch.randn(4, 8), torch.randn(4, 8)) for _ in range(5)]
+
+    # each input of every call: as the candidate's runner left it, and as it was given
+    pristine = [([pair[k] for pair in inputs], [pair[k].clone() for pair in inputs]) for k in range(2)]
+
+    def told(news):
+        return close_together([(news, refs, sealer.take_many(news))], pristine, tol, sealer)
+
+    close = [r + 5e-5 * torch.randn_like(r).clamp(-1, 1) for r in refs]
+    assert told(close) and all(compare_tensors(n, r, tol)[0] == "" for n, r in zip(close, refs, strict=True))
+    far = [c.clone() for c in close]
+    far[3][2, 7] += 0.01
+    assert not told(far) and compare_tensors(far[3], refs[3], tol)[0]
+    nan = [c.clone() for c in close]
+    nan[0][0, 0] = float("nan")
+    assert not told(nan)
+    late = [c.clone() for c in close]
+    seals = sealer.take_many(late)
+    late[4][1, 1] += 1e-6  # within tolerance, but not what was sealed
+    assert not close_together([(late, refs, seals)], pristine, tol, sealer)
+    pristine[1][0][3][0, 0] += 1.0  # the fourth call's second input written to in place
+    assert not told(close)
+    ints = [torch.randint(0, 9, (4, 33)) for _ in range(5)]
+    assert not close_together([(ints, ints, sealer.take_many(ints))], [], tol, sealer)  # exact dtypes: each alone
+    half = [r.half() for r in refs]
+    assert close_together([(half, half, sealer.take_many(half))], [], tol, sealer)  # 2-byte words digest as sealed
+    shapes = [torch.randn(4, 33), torch.randn(4, 32)]
+    assert not close_together([(shapes, shapes, sealer.take_many(shapes))], [], tol, sealer)
 
 
 def test_compare_values_huge_ints_exactly_and_never_raise():

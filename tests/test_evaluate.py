@@ -141,6 +141,9 @@ def test_rounds_of_several_calls_time_each_call_on_its_own_inputs_and_keep_one_s
     assert extra.timed_calls == calls * (1 + result.new.rounds) if extra.wall_check_first_batch is None else \
         extra.timed_calls > calls * (1 + result.new.rounds)
     assert extra.checked_calls == extra.timed_calls and extra.wall_check["ok"]
+    # a round's checked calls on the problem's own inputs are found right in one pass (compare.close_together); a call
+    # on other inputs (--inputs varied) is checked alone
+    assert extra.checked_calls // 2 <= extra.checked_together <= extra.checked_calls - (extra.varied_checked_calls or 0)
 
 
 def test_a_rounds_calls_timed_together_give_one_sample_a_round_that_the_wall_clock_vouches_for():

@@ -1024,6 +1024,7 @@ def test_a_round_wrong_with_work_left_off_its_stream_is_timed_again_call_by_call
                 raise Verdict("incorrect", "call 1: output: 3073 of 4096 values outside")
 
         t.call, t.check = call, check
+        t._all_right = lambda *_: False  # each call checked alone, by the check above
         t.runners = SimpleNamespace(reference=SimpleNamespace(name="reference"), candidate=SimpleNamespace(name="candidate"))
         return t, asked
 

@@ -161,6 +161,53 @@ def compare_tensors(new: torch.Tensor, ref: torch.Tensor, tol: Tolerance | float
     return "", diff_max
 
 
+def close_together(groups: list[tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]],
+                   unchanged: list[tuple[list[torch.Tensor], list[torch.Tensor]]], tol: Tolerance, sealer: Sealer) -> bool:
+    """Whether the checked calls of a timing round are all right, told with one read of each slot and one sync: each
+    group (one output leaf of every call: the candidate's slots, the reference's, and the digests sealed at the
+    candidate's replies) is what was sealed and within ``tol`` everywhere, as :func:`compare_tensors` would find, and
+    each input of every call is as it was given (``unchanged``: one input of every call, as the candidate's runner left
+    it and as it was given). False where any of it is not, or a group cannot be taken together (other
+    shapes or dtypes in one group, an exact or complex dtype, more than a chunk): the caller then checks each call alone,
+    which says why (a round of 64 small calls compared one by one took as long as the calls, H200)."""
+    flags: list[torch.Tensor] = []
+    for news, refs, seals in groups:
+        group = _group_flags(news, refs, seals, tol, sealer)
+        if group is None:
+            return False
+        flags.append(group)
+    for after, before in unchanged:
+        first = before[0]
+        if any(t.shape != first.shape or t.dtype != first.dtype or t.device != first.device for t in (*after, *before)):
+            return False
+        flags.append(torch.eq(torch.stack(after), torch.stack(before)).all().reshape(1))
+    if not flags or len({f.device for f in flags}) != 1:
+        return False
+    return bool(torch.cat(flags).all())
+
+
+def _group_flags(news: list[torch.Tensor], refs: list[torch.Tensor], seals: list[torch.Tensor], tol: Tolerance,
+                 sealer: Sealer) -> torch.Tensor | None:  # fmt: skip
+    """One output leaf of every checked call of a round, stacked: whether each is what its digest sealed, every difference
+    finite and within ``atol + rtol * |ref|`` (a 1-d bool tensor, not read); None where they cannot be stacked."""
+    first = refs[0]
+    same = all(t.dtype == first.dtype and t.shape == first.shape and t.device == first.device for t in (*news, *refs))
+    if not same or not first.dtype.is_floating_point or not first.numel() or first.numel() * len(refs) > _chunk(first):
+        return None
+    if len(seals) != len(news) or any(s.device != first.device for s in seals):
+        return None
+    atol, rtol = tol.at(first.dtype)
+    x = torch.stack([n.detach().reshape(-1) for n in news])  # one read of every slot: compared and digested alike
+    y = torch.stack([r.detach().reshape(-1) for r in refs])
+    words = x.view(torch.int32) if x.element_size() == 4 else x.view(torch.uint8).to(torch.int32)
+    sealed = (sealer.digest_rows(words) & _MASK) == (torch.stack(seals).reshape(-1) & _MASK)
+    x, y = _widened(x, y)
+    diff = torch.sub(x, y).abs()
+    finite = torch.isfinite(diff.amax(dim=1))  # NaN or infinite values on either side
+    within = diff.sub_(y.abs(), alpha=rtol).amax(dim=1) <= atol
+    return torch.cat([sealed, finite, within])
+
+
 def _compare_chunk(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: float) -> tuple[int, int, float]:
     """(values non-finite where the reference is finite, values outside tolerance, max finite abs diff) of one chunk."""
     if exact(y.dtype):

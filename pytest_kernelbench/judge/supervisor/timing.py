@@ -19,7 +19,7 @@ import torch
 from ...config import AUTO_ROUND_BELOW_MS
 from ...tolerance import Tolerance
 from .. import protocol as p
-from ..compare import Sealer, compare_chunked, compare_tensors, digest_value, flatten, values_equal
+from ..compare import Sealer, close_together, compare_chunked, compare_tensors, digest_value, flatten, values_equal
 from ..distributions import STANDARD, TIMED_ONE_IN, atol_scale, finite, output_size, strays, vary
 from ..stats import Stopper, WallCheck, cap_matters, wall_check
 from .buffers import Buffers
@@ -315,10 +315,18 @@ class Timer:
         return graph, compared
 
     def _check_round(self, label: str, inputs: list[list[Any]], records: dict[str, Record], checks: list[bool], varied: list[str]) -> int:
-        """A round's checked calls compared, each within its tolerance; how many were."""
+        """A round's checked calls compared, each within its tolerance; how many were. Its checked calls on standard
+        inputs are first compared all at once (:meth:`_all_right`); where that does not find them all right, each alone."""
         found, compared = self.ctx.found, 0
         with found.split("time/round.check"):
+            standard = [i for i in range(len(inputs)) if checks[i] and varied[i] == STANDARD]
+            together = len(standard) > 1 and self._all_right(inputs, records, standard)
+            if together:
+                found.count("checked_together", len(standard))
             for i, values in enumerate(inputs):
+                if together and i in standard:
+                    compared += 1
+                    continue
                 tol = self._call_tolerance(i) if checks[i] and varied[i] != STANDARD else self.ctx.cfg.tol
                 if checks[i] and tol is not None:
                     name = f"{label}, call {i + 1}" if len(inputs) > 1 else label
@@ -328,6 +336,28 @@ class Timer:
                     if varied[i] != STANDARD:
                         found.count("varied_checked_calls")
         return compared
+
+    def _all_right(self, inputs: list[list[Any]], records: dict[str, Record], calls: list[int]) -> bool:
+        """Whether ``calls`` of a round are all right, as :meth:`check` would find each (inputs as given, the same
+        non-tensor values, outputs as sealed and within the configured tolerance), told in one pass over their slots
+        (compare.close_together); False says only that each is to be checked alone."""
+        new, ref = records["candidate"], records["reference"]
+        mine, theirs = self.runners.candidate.sets, self.runners.reference.sets
+        tol = self.ctx.cfg.tol
+        for i in calls:
+            got, want = new.replies[i], ref.replies[i]
+            if got.mismatch or len(got.values) != len(want.values) or len(new.seals[i]) != len(mine[i].slots):
+                return False
+            if not all(values_equal(a, b, tol) for a, b in zip(got.values, want.values, strict=True)):
+                return False
+        leaves = range(len(theirs[calls[0]].slots))
+        groups = [([mine[i].slots[j] for i in calls], [theirs[i].slots[j] for i in calls], [new.seals[i][j] for i in calls])
+                  for j in leaves]
+        pristine = {i: [v for v in flatten(inputs[i]) if isinstance(v, torch.Tensor)] for i in calls}
+        if any(len(pristine[i]) != len(mine[i].inputs) for i in calls):
+            return False
+        unchanged = [([mine[i].inputs[k] for i in calls], [pristine[i][k] for i in calls]) for k in range(len(pristine[calls[0]]))]
+        return close_together(groups, unchanged, tol, self.sealer)
 
     def call(self, side: Side, inputs: list[list[Any]], *, label: str = "", graph: bool = False, seal: list[bool] | None = None) -> Record:
         """One side's calls of a round (one per list of values, each on its own call set), on the supervisor's clock
