@@ -1005,8 +1005,8 @@ def test_a_round_wrong_with_work_left_off_its_stream_is_timed_again_call_by_call
     from types import SimpleNamespace
 
     from pytest_kernelbench.judge.supervisor.plan import Footprint
-    from pytest_kernelbench.judge.supervisor.record import Findings, Verdict
-    from pytest_kernelbench.judge.supervisor.timing import Record, Timer
+    from pytest_kernelbench.judge.supervisor.record import Findings, Record, Verdict
+    from pytest_kernelbench.judge.supervisor.timing import Timer
 
     def timer(offstream: bool, wrong: bool) -> tuple[Timer, list[bool]]:
         fp = Footprint(on_gpu=True, io_bytes=(1 << 20, 1 << 20), ref_ms=0.1)
@@ -1023,8 +1023,8 @@ def test_a_round_wrong_with_work_left_off_its_stream_is_timed_again_call_by_call
             if wrong and t.together:
                 raise Verdict("incorrect", "call 1: output: 3073 of 4096 values outside")
 
-        t.call, t.check = call, check
-        t._all_right = lambda *_: False  # each call checked alone, by the check above
+        t.call, t.checks.call = call, check
+        t.checks.all_right = lambda *_: False  # each call checked alone, by the check above
         t.runners = SimpleNamespace(reference=SimpleNamespace(name="reference"), candidate=SimpleNamespace(name="candidate"))
         return t, asked
 

@@ -277,7 +277,7 @@ class Evaluation:
                     variants.drop(variant, self.timer.dropped_why)
                     diff = self.timer.judged_pair(label, candidate_first=True)
                 else:
-                    variants.passed(variant, self.timer.atol_scale)
+                    variants.passed(variant, self.timer.checks.atol_scale)
                 worst = max(worst, diff or 0.0)
             self.found.update(max_abs_diff=worst, trials=n)
             if self.cfg.inputs == "varied":

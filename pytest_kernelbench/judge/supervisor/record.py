@@ -17,6 +17,7 @@ import torch
 
 from ...config import EvalConfig
 from ...extra import Extra
+from .. import protocol as p
 from ..assignment import Assignment
 from ..stages import STAGES, charged
 from .plan import Footprint
@@ -132,3 +133,11 @@ class Context:
     def sync(self) -> None:
         if self.on_gpu:
             torch.cuda.synchronize(self.device)
+
+
+class Record:
+    """One side's calls of a round as the supervisor saw them: a reply and its seals per call (none for a call not
+    checked), and the wall time of all of them together."""
+
+    def __init__(self, replies: list[p.Called], wall_ms: float, seals: list[list[torch.Tensor]]):
+        self.replies, self.wall_ms, self.seals = replies, wall_ms, seals

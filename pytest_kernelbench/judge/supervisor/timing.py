@@ -1,5 +1,5 @@
-"""A call on the supervisor's clock, a timed round of both sides on the same fresh inputs, its checks, and the time
-phase: warm-up rounds, then timed batches until the stopping rule is met, each batch's claims cross-checked against
+"""A call on the supervisor's clock, a timed round of both sides on the same fresh inputs (its checks: checks.py), and
+the time phase: warm-up rounds, then timed batches until the stopping rule is met, each batch's claims cross-checked against
 the supervisor's own wall clock (a batch it does not vouch for is timed again; a second failure rejects).
 """
 
@@ -14,15 +14,13 @@ import statistics
 import time
 from typing import Any
 
-import torch
-
 from ...config import AUTO_ROUND_BELOW_MS
-from ...tolerance import Tolerance
 from .. import protocol as p
-from ..compare import Sealer, close_together, compare_chunked, compare_tensors, digest_value, flatten, values_equal
-from ..distributions import STANDARD, TIMED_ONE_IN, atol_scale, finite, output_size, strays, vary
+from ..compare import Sealer, compare_chunked
+from ..distributions import STANDARD, TIMED_ONE_IN, finite, vary
 from ..stats import Stopper, WallCheck, cap_matters, wall_check
 from .buffers import Buffers
+from .checks import Checks
 from .device import Device
 from .plan import (
     AUTO_ROUND_CALLS,
@@ -35,31 +33,22 @@ from .plan import (
     check_timed_call,
     early_stop,
 )
-from .record import Context, Verdict
+from .record import Context, Record, Verdict
 from .sides import Runners, Side
 
 _perf_counter = time.perf_counter
-
-
-class Record:
-    """One side's calls of a round as the supervisor saw them: a reply and its seals per call (none for a call not
-    checked), and the wall time of all of them together."""
-
-    def __init__(self, replies: list[p.Called], wall_ms: float, seals: list[list[torch.Tensor]]):
-        self.replies, self.wall_ms, self.seals = replies, wall_ms, seals
 
 
 class Timer:
     def __init__(self, ctx: Context, runners: Runners, buffers: Buffers, device: Device):
         self.ctx, self.runners, self.buffers, self.device = ctx, runners, buffers, device
         self.sealer = Sealer()
+        self.checks = Checks(ctx, runners, self.sealer)
         self.samples: dict[str, list[float]] = {"reference": [], "candidate": []}  # the runners' claims, ms
         self.walls: dict[str, list[float]] = {"reference": [], "candidate": []}  # the supervisor's own clock, ms
         self.round_calls = 1  # calls of each side in one timing round (plan.calls_per_round)
         self.confirmed_new_ms = 0.0  # the candidate's time the wall clock vouches for (stats.wall_check)
         self.dropped_why = ""  # why judged_pair last dropped an input variant (--inputs varied)
-        self.standard_size: float | None = None  # the first trial's reference outputs' size (distributions.output_size)
-        self.atol_scale = 1.0  # the factor judged_pair last applied to atol (distributions.atol_scale)
         self.timed_variants: list[str] = []  # the variants a timed call may take: those the trials checked (--inputs varied)
         self.warm_ref_ms: list[float] = []  # the reference's time per call in each warm-up round, alone on the device
         self.apart = False  # --timer round given up for this candidate: a round wrong with work left off its stream
@@ -209,27 +198,10 @@ class Timer:
             self.ctx.fp.ref_ms = min(self.ctx.fp.ref_ms, records["reference"].replies[0].ms)
         elif not self._reference_finite():  # this draw, unlike the probe's
             return None
-        tol = self._trial_tolerance(variant)
+        tol = self.checks.trial_tolerance(variant)
         self.ctx.status.enter("compare")
         with found.split("run/pair.check"):
-            return self.check(values, records["candidate"], records["reference"], label, tol=tol, variant=variant)
-
-    def _trial_tolerance(self, variant: str) -> Tolerance:
-        """The tolerance of a trial on ``variant``: ``atol`` grown with the reference outputs' size against the first
-        (standard) trial's, under ``--inputs varied`` (distributions.atol_scale); the configured one otherwise."""
-        self.atol_scale = 1.0
-        if self.ctx.cfg.inputs == STANDARD or (variant == STANDARD and self.standard_size is not None):
-            return self.ctx.cfg.tol
-        slots = list(self.runners.reference.sets[0].slots)
-        if variant == STANDARD:  # the first trial's: the size the varied ones are held against
-            self.standard_size = output_size(slots)
-        else:
-            self.atol_scale = self._grown(slots)
-        return self.ctx.cfg.tol.atol_times(self.atol_scale)
-
-    def _grown(self, slots: list[torch.Tensor]) -> float:
-        """How much a varied call's ``atol`` grows: its reference outputs' size against the first trial's."""
-        return atol_scale(self.standard_size, output_size(slots)) if self.standard_size is not None else 1.0
+            return self.checks.call(values, records["candidate"], records["reference"], label, tol=tol, variant=variant)
 
     def _reference_answers(self, variant: str, label: str) -> bool:
         """The reference alone on a draw of ``variant`` (other values than the trial's, so that nothing it leaves in
@@ -260,12 +232,6 @@ class Timer:
             return STANDARD
         return self.timed_variants[secrets.randbelow(len(self.timed_variants))]
 
-    def _call_tolerance(self, index: int) -> Tolerance | None:
-        """A varied timed call's tolerance (as a varied trial's: ``atol`` grown with the reference's outputs), or None
-        where the reference's answer to it is not all finite (that call is not compared)."""
-        slots = list(self.runners.reference.sets[index].slots)
-        return self.ctx.cfg.tol.atol_times(self._grown(slots)) if finite(slots) else None
-
     def _order(self, candidate_first: bool) -> tuple[Side, Side]:
         ref, new = self.runners.reference, self.runners.candidate
         return (new, ref) if candidate_first else (ref, new)
@@ -284,7 +250,7 @@ class Timer:
         checks = checks or [True] * self.round_calls
         records = {side.name: self.call(side, inputs, label=label, graph=graph, seal=checks) for side in self._order(candidate_first)}
         try:
-            compared = self._check_round(label, inputs, records, checks, varied)
+            compared = self.checks.round(label, inputs, records, checks, varied)
         except Verdict as verdict:
             offstream = any(reply.offstream for rec in records.values() for reply in rec.replies)
             if verdict.outcome != "incorrect" or not self.together or not offstream:
@@ -313,51 +279,6 @@ class Timer:
             found.extra.cuda_graph_error = errors[0]
             return False, compared
         return graph, compared
-
-    def _check_round(self, label: str, inputs: list[list[Any]], records: dict[str, Record], checks: list[bool], varied: list[str]) -> int:
-        """A round's checked calls compared, each within its tolerance; how many were. Its checked calls on standard
-        inputs are first compared all at once (:meth:`_all_right`); where that does not find them all right, each alone."""
-        found, compared = self.ctx.found, 0
-        with found.split("time/round.check"):
-            standard = [i for i in range(len(inputs)) if checks[i] and varied[i] == STANDARD]
-            together = len(standard) > 1 and self._all_right(inputs, records, standard)
-            if together:
-                found.count("checked_together", len(standard))
-            for i, values in enumerate(inputs):
-                if together and i in standard:
-                    compared += 1
-                    continue
-                tol = self._call_tolerance(i) if checks[i] and varied[i] != STANDARD else self.ctx.cfg.tol
-                if checks[i] and tol is not None:
-                    name = f"{label}, call {i + 1}" if len(inputs) > 1 else label
-                    name += f" (inputs {varied[i]})" if varied[i] != STANDARD else ""
-                    self.check(values, records["candidate"], records["reference"], name, i, tol=tol, variant=varied[i])
-                    compared += 1
-                    if varied[i] != STANDARD:
-                        found.count("varied_checked_calls")
-        return compared
-
-    def _all_right(self, inputs: list[list[Any]], records: dict[str, Record], calls: list[int]) -> bool:
-        """Whether ``calls`` of a round are all right, as :meth:`check` would find each (inputs as given, the same
-        non-tensor values, outputs as sealed and within the configured tolerance), told in one pass over their slots
-        (compare.close_together); False says only that each is to be checked alone."""
-        new, ref = records["candidate"], records["reference"]
-        mine, theirs = self.runners.candidate.sets, self.runners.reference.sets
-        tol = self.ctx.cfg.tol
-        for i in calls:
-            got, want = new.replies[i], ref.replies[i]
-            if got.mismatch or len(got.values) != len(want.values) or len(new.seals[i]) != len(mine[i].slots):
-                return False
-            if not all(values_equal(a, b, tol) for a, b in zip(got.values, want.values, strict=True)):
-                return False
-        leaves = range(len(theirs[calls[0]].slots))
-        groups = [([mine[i].slots[j] for i in calls], [theirs[i].slots[j] for i in calls], [new.seals[i][j] for i in calls])
-                  for j in leaves]
-        pristine = {i: [v for v in flatten(inputs[i]) if isinstance(v, torch.Tensor)] for i in calls}
-        if any(len(pristine[i]) != len(mine[i].inputs) for i in calls):
-            return False
-        unchanged = [([mine[i].inputs[k] for i in calls], [pristine[i][k] for i in calls]) for k in range(len(pristine[calls[0]]))]
-        return close_together(groups, unchanged, tol, self.sealer)
 
     def call(self, side: Side, inputs: list[list[Any]], *, label: str = "", graph: bool = False, seal: list[bool] | None = None) -> Record:
         """One side's calls of a round (one per list of values, each on its own call set), on the supervisor's clock
@@ -425,36 +346,6 @@ class Timer:
             raise self.runners.timed_out(side, ctx.status.stage)
         return waited
 
-    def check(self, values: list[Any], new: Record, ref: Record, label: str, index: int = 0, tol: Tolerance | None = None,
-              variant: str = STANDARD) -> float:  # fmt: skip
-        """Call ``index`` of a round: the candidate's inputs as they were given, its output against the reference's
-        (within ``tol``, by default the configured tolerance; on a ``variant`` of the inputs, a few strays of rounding
-        beyond it are counted, not failed: distributions.strays)."""
-        tol = tol or self.ctx.cfg.tol
-        mine_set, theirs_set = self.runners.candidate.sets[index], self.runners.reference.sets[index]
-        changed = _first_changed(mine_set.inputs, [v for v in flatten(values) if isinstance(v, torch.Tensor)])
-        if changed is not None:
-            raise Verdict("rejected", f"ModelNew.forward modified input {changed} in place ({label})")
-        got, want = new.replies[index], ref.replies[index]
-        if got.mismatch:
-            raise Verdict("incorrect", f"{label}: {got.mismatch}")
-        if len(got.values) != len(want.values) or not all(
-            values_equal(a, b, tol) for a, b in zip(got.values, want.values, strict=False)
-        ):
-            raise Verdict("incorrect", f"{label}: output values {got.values[:5]!r}, expected {want.values[:5]!r}")
-        worst = 0.0
-        several = len(theirs_set.slots) > 1
-        for i, (mine, theirs, seal) in enumerate(zip(mine_set.slots, theirs_set.slots, new.seals[index], strict=True)):
-            sealed = digest_value(seal)
-            why, diff = compare_tensors(mine, theirs, tol, None, self.sealer, sealed)
-            stray = strays(mine, theirs, tol, self.sealer, sealed) if why and variant != STANDARD and math.isfinite(diff) else None
-            if why and stray is None:
-                raise Verdict("incorrect", f"{label}: output{f' {i}' if several else ''}: {why}")
-            if stray:
-                self.ctx.found.count("varied_strays", stray)
-            worst = max(worst, diff)
-        return worst
-
     def sensitivity(self) -> tuple[float | None, bool | None]:
         """How much the reference output moves between two random inputs (METR's near-constant problems), and whether
         it stays within the tolerance (a near-constant output); (None, None) without floating-point outputs."""
@@ -479,10 +370,3 @@ def _exception_line(message: str) -> str:
     lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
     named = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b", line)]
     return (named[-1] if named else lines[0] if lines else "")[:300]
-
-
-def _first_changed(inputs: list[torch.Tensor], pristine: list[torch.Tensor]) -> int | None:
-    for i, (after, before) in enumerate(zip(inputs, pristine, strict=True)):
-        if not torch.equal(after, before):
-            return i
-    return None
