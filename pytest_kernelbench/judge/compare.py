@@ -199,13 +199,10 @@ def _group_flags(news: list[torch.Tensor], refs: list[torch.Tensor], seals: list
     atol, rtol = tol.at(first.dtype)
     x = torch.stack([n.detach().reshape(-1) for n in news])  # one read of every slot: compared and digested alike
     y = torch.stack([r.detach().reshape(-1) for r in refs])
-    words = x.view(torch.int32) if x.element_size() == 4 else x.view(torch.uint8).to(torch.int32)
+    words = sealer.words(x).reshape(len(news), -1)  # each row's words, as each slot's were sealed
     sealed = (sealer.digest_rows(words) & _MASK) == (torch.stack(seals).reshape(-1) & _MASK)
-    x, y = _widened(x, y)
-    diff = torch.sub(x, y).abs()
-    finite = torch.isfinite(diff.amax(dim=1))  # NaN or infinite values on either side
-    within = diff.sub_(y.abs(), alpha=rtol).amax(dim=1) <= atol
-    return torch.cat([sealed, finite, within])
+    worst, slack = _worst_and_slack(*_widened(x, y), rtol, dim=1)
+    return torch.cat([sealed, torch.isfinite(worst), slack <= atol])
 
 
 def _compare_chunk(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: float) -> tuple[int, int, float]:
@@ -230,11 +227,8 @@ def _compare_close(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: float) -
     and within ``atol + rtol * |ref|``, that is the answer. Otherwise the exact counts below. ``|.|`` of a complex
     difference is its modulus (``torch.isclose``'s rule)."""
     if x.numel():
-        diff = torch.sub(x, y).abs()
-        worst = diff.max()  # NaN when any difference is (NaN or infinite values on either side)
-        slack = diff.sub_(y.abs(), alpha=rtol).max()  # the largest |x - y| - rtol * |y|
+        worst, slack = _worst_and_slack(x, y, rtol)
         fine, worst = torch.stack([slack <= atol, torch.isfinite(worst)]).all().item(), float(worst)
-        del diff
         if fine:
             return 0, 0, worst
     nonfinite = int((~torch.isfinite(x) & torch.isfinite(y)).sum())
@@ -242,6 +236,16 @@ def _compare_close(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: float) -
     diff_max = float(torch.nan_to_num(diff, nan=0.0, posinf=0.0).max()) if diff.numel() else 0.0
     over = int((~torch.isclose(x, y, atol=atol, rtol=rtol, equal_nan=True)).sum())
     return nonfinite, over, diff_max
+
+
+def _worst_and_slack(x: torch.Tensor, y: torch.Tensor, rtol: float, dim: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The largest ``|x - y|`` (NaN where any difference is: NaN or infinite values on either side) and the largest
+    ``|x - y| - rtol * |y|``, over all values or along ``dim``, not read: the values are close where both are finite and
+    the second is within ``atol``."""
+    diff = torch.sub(x, y).abs()
+    worst = diff.max() if dim is None else diff.amax(dim=dim)
+    diff.sub_(y.abs(), alpha=rtol)
+    return worst, diff.max() if dim is None else diff.amax(dim=dim)
 
 
 def _compare_exact(x: torch.Tensor, y: torch.Tensor) -> tuple[int, int, float]:

@@ -56,11 +56,11 @@ class Checks:
         found, compared = self.ctx.found, 0
         with found.split("time/round.check"):
             standard = [i for i in range(len(inputs)) if checks[i] and varied[i] == STANDARD]
-            together = len(standard) > 1 and self.all_right(inputs, records, standard)
+            together = set(standard) if len(standard) > 1 and self.all_right(inputs, records, standard) else set()
             if together:
-                found.count("checked_together", len(standard))
+                found.count("checked_together", len(together))
             for i, values in enumerate(inputs):
-                if together and i in standard:
+                if i in together:
                     compared += 1
                     continue
                 tol = self.call_tolerance(i) if checks[i] and varied[i] != STANDARD else self.ctx.cfg.tol
@@ -82,14 +82,12 @@ class Checks:
         tol = self.ctx.cfg.tol
         for i in calls:
             got, want = new.replies[i], ref.replies[i]
-            if got.mismatch or len(got.values) != len(want.values) or len(new.seals[i]) != len(mine[i].slots):
-                return False
-            if not all(values_equal(a, b, tol) for a, b in zip(got.values, want.values, strict=True)):
+            if got.mismatch or not _same_values(got, want, tol) or len(new.seals[i]) != len(mine[i].slots):
                 return False
         leaves = range(len(theirs[calls[0]].slots))
         groups = [([mine[i].slots[j] for i in calls], [theirs[i].slots[j] for i in calls], [new.seals[i][j] for i in calls])
                   for j in leaves]
-        pristine = {i: [v for v in flatten(inputs[i]) if isinstance(v, torch.Tensor)] for i in calls}
+        pristine = {i: _tensors(inputs[i]) for i in calls}
         if any(len(pristine[i]) != len(mine[i].inputs) for i in calls):
             return False
         unchanged = [([mine[i].inputs[k] for i in calls], [pristine[i][k] for i in calls]) for k in range(len(pristine[calls[0]]))]
@@ -102,15 +100,13 @@ class Checks:
         beyond it are counted, not failed: distributions.strays)."""
         tol = tol or self.ctx.cfg.tol
         mine_set, theirs_set = self.runners.candidate.sets[index], self.runners.reference.sets[index]
-        changed = _first_changed(mine_set.inputs, [v for v in flatten(values) if isinstance(v, torch.Tensor)])
+        changed = _first_changed(mine_set.inputs, _tensors(values))
         if changed is not None:
             raise Verdict("rejected", f"ModelNew.forward modified input {changed} in place ({label})")
         got, want = new.replies[index], ref.replies[index]
         if got.mismatch:
             raise Verdict("incorrect", f"{label}: {got.mismatch}")
-        if len(got.values) != len(want.values) or not all(
-            values_equal(a, b, tol) for a, b in zip(got.values, want.values, strict=False)
-        ):
+        if not _same_values(got, want, tol):
             raise Verdict("incorrect", f"{label}: output values {got.values[:5]!r}, expected {want.values[:5]!r}")
         worst = 0.0
         several = len(theirs_set.slots) > 1
@@ -131,3 +127,13 @@ def _first_changed(inputs: list[torch.Tensor], pristine: list[torch.Tensor]) -> 
         if not torch.equal(after, before):
             return i
     return None
+
+
+def _tensors(values: list[Any]) -> list[torch.Tensor]:
+    """The tensors among a call's input values, in order: what the candidate's input slots were given."""
+    return [v for v in flatten(values) if isinstance(v, torch.Tensor)]
+
+
+def _same_values(got: Any, want: Any, tol: Tolerance) -> bool:
+    """Whether a call's non-tensor output values (``got``: the candidate's reply) are the reference's (``want``)."""
+    return len(got.values) == len(want.values) and all(values_equal(a, b, tol) for a, b in zip(got.values, want.values, strict=True))
