@@ -97,6 +97,9 @@ def test_pytest_checks_the_cuda_solutions_on_the_cpu_and_passes_what_is_built(py
     assert relu["outcome"] == conv["outcome"] == "built" and relu["reward"] is None
     assert relu["extra"]["cpu_check"] == "triton-interpreter" and relu["extra"]["scaled"]["dim"] == [65536, 4096]
     assert (relu["ref_mode"], conv["ref_mode"]) == ("train", "eval") and conv["extra"]["cpu_check"] == "cpu"
+    # the first trial's call was the operator trace: no call more for it (a Triton call in the interpreter is dear)
+    assert "trace" not in relu["stage_seconds"] and "trace" not in conv["stage_seconds"]
+    assert conv["extra"]["aten_ops"].get("aten.convolution") == 1 and relu["extra"]["aten_ops_all_threads"] is False
 
 
 def test_shrinking_scales_size_constants_together_and_leaves_small_ones():

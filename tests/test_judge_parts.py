@@ -763,9 +763,10 @@ def test_a_run_started_in_tmp_does_not_cover_the_sandboxs_own_tmp(monkeypatch):
 
 def test_the_op_recorder_does_not_import_dynamo():
     code = ("import sys, torch\nfrom pytest_kernelbench.judge.runner import trace_this_thread\n"
-            "print(trace_this_thread(torch, lambda: torch.zeros(2) + 1), 'torch._dynamo' in sys.modules)")  # fmt: skip
+            "ops, out = trace_this_thread(torch, lambda: torch.zeros(2) + 1)\n"
+            "print(ops, out.tolist(), 'torch._dynamo' in sys.modules)")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert out.stdout.strip() == "{'aten.zeros': 1, 'aten.add': 1} False", out.stderr[-2000:]
+    assert out.stdout.strip() == "{'aten.zeros': 1, 'aten.add': 1} [1.0, 1.0] False", out.stderr[-2000:]
 
 
 _FORKING_TREE = r"""

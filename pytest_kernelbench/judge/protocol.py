@@ -111,6 +111,9 @@ class Call(Request):
     args: list[Node]
     expect: Node | None
     graph: bool = False
+    # the ATen operators the call dispatches on its thread, in the reply's ``ops``: a correctness trial that is also the
+    # operator trace, where a call is dear (--device cpu-check: Triton's interpreter runs one Python step per program)
+    trace: bool = False
 
 
 @dataclasses.dataclass
@@ -207,6 +210,7 @@ class Called(Reply):
     structure: Node | None  # with expect=None: the output described (tensor leaves as shape/dtype)
     graph_error: str  # "" or why the call could not be captured in a CUDA graph (timed with events)
     peak_bytes: int = 0  # with expect=None: the device memory the runner's allocator reserved at most so far
+    ops: dict[str, int] | None = None  # with trace=True: the ATen operators the call dispatched, by count
 
 
 @dataclasses.dataclass
@@ -295,18 +299,21 @@ def _parse(data: Any, kind: type[Reply]) -> Reply:
         peak = data.get("peak_bytes", 0)
         if not _count(peak):
             raise BadReply("'peak_bytes' is not a count of bytes")
+        ops = _ops(data) if data.get("ops") is not None else None
         return Called(True, "", ms, _bool(data, "offstream"), _text(data, "mismatch"), values, structure,
-                      _text(data, "graph_error"), peak)
+                      _text(data, "graph_error"), peak, ops)
     if kind is Profiled:
         return Profiled(True, "", _kernel_times(data.get("kernels", {})))
     if kind is Traced:
-        ops = data.get("ops", {})
-        if not isinstance(ops, dict) or len(ops) > 5000 or not all(
-            isinstance(k, str) and _count(v) for k, v in ops.items()
-        ):
-            raise BadReply("'ops' is not a map of operator names to counts")
-        return Traced(True, "", {k[:200]: v for k, v in ops.items()}, _bool(data, "all_threads"))
+        return Traced(True, "", _ops(data), _bool(data, "all_threads"))
     raise TypeError(kind)
+
+
+def _ops(data: dict) -> dict[str, int]:
+    ops = data.get("ops", {})
+    if not isinstance(ops, dict) or len(ops) > 5000 or not all(isinstance(k, str) and _count(v) for k, v in ops.items()):
+        raise BadReply("'ops' is not a map of operator names to counts")
+    return {k[:200]: v for k, v in ops.items()}
 
 
 def _scalar(value: Any) -> bool:

@@ -195,7 +195,9 @@ class Runner:
         def call() -> Any:
             return self.model(*args)
 
-        fn = call
+        fn, ops = call, None
+        if req.trace:  # a trial that is also the operator trace (Call.trace): the same call, its operators counted
+            ops, fn = self.traced(call)
         if req.graph and self.device.type == "cuda" and not self.graph_error:
             if self.graph is None:
                 try:
@@ -216,11 +218,22 @@ class Runner:
                 mismatch = self.deliver(out, req.expect, "output", values)
                 self.clocks.sync()
                 answer = p.reply(p.Called, ms=ms, offstream=offstream, mismatch=mismatch, values=values, structure=None,
-                                 graph_error=self.graph_error)  # fmt: skip
-            if fn is call:  # freed at the next request (a graph's output is its own buffer)
+                                 graph_error=self.graph_error, ops=ops)  # fmt: skip
+            if fn is not self.graph:  # freed at the next request (a graph's output is its own buffer)
                 self.last_outputs.append(out)
         del out
         return answer
+
+    def traced(self, call: Callable[[], Any]) -> tuple[dict[str, int], Callable[[], Any]]:
+        """``call`` under the operator trace of this thread: (the counts, filled when it runs; the traced call)."""
+        ops: dict[str, int] = {}
+
+        def traced_call() -> Any:
+            counts, out = trace_this_thread(self.torch, call)
+            ops.update(counts)
+            return out
+
+        return ops, traced_call
 
     def on_calls(self, req: p.Calls, fds: list[int]) -> dict[str, Any]:
         """A round's calls, one after another (a graph reads the buffers it was captured with: one call only)."""
@@ -276,7 +289,7 @@ class Runner:
             if req.all_threads:
                 ops, all_threads = trace_all_threads(self.torch, lambda: self.model(*args), self.clocks.sync)
             else:
-                ops, all_threads = trace_this_thread(self.torch, lambda: self.model(*args)), False
+                ops, all_threads = trace_this_thread(self.torch, lambda: self.model(*args))[0], False
             self.clocks.sync()  # its kernels are done before the reply, as every other call's are
         return p.reply(p.Traced, ops=ops, all_threads=all_threads)
 
@@ -406,8 +419,8 @@ def _scrub(torch: Any, out: Any) -> None:
             _scrub(torch, item)
 
 
-def trace_this_thread(torch: Any, fn: Callable[[], Any]) -> dict[str, int]:
-    """ATen operator counts of one call on the calling thread (a dispatch mode: no start-up cost)."""
+def trace_this_thread(torch: Any, fn: Callable[[], Any]) -> tuple[dict[str, int], Any]:
+    """ATen operator counts of one call on the calling thread (a dispatch mode: no start-up cost), and its output."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     counts: Counter[str] = Counter()
@@ -422,8 +435,8 @@ def trace_this_thread(torch: Any, fn: Callable[[], Any]) -> dict[str, int]:
             return func(*args, **(kwargs or {}))
 
     with Recorder():
-        fn()
-    return dict(counts.most_common())
+        out = fn()
+    return dict(counts.most_common()), out
 
 
 def pin_threads(torch: Any) -> None:

@@ -263,16 +263,19 @@ class Evaluation:
 
     def trials(self) -> None:
         """Correctness trials, fresh inputs each (with ``--inputs varied``, from other distributions after the first:
-        judge/distributions.py); then the operator trace of one more call."""
+        judge/distributions.py); then the operator trace of one more call. Under --device cpu-check the first trial's
+        call is the trace (a Triton kernel's call in the interpreter is dear), except with --strict, whose trace covers
+        every thread."""
         n = self.cfg.trials
         worst, variants = 0.0, Variants(self.cfg.inputs)
+        traced_trial = self.ctx.cpu_check and not self.cfg.strict
         with self.buffers.phase("run", shared=True):
             self.buffers.bind()
             for i in range(n):
                 self.ctx.status.enter("run")
                 variant, label = variants.for_trial(i), f"trial {i + 1}/{n}"
                 shown = label if variant == STANDARD else f"{label} (inputs {variant})"
-                diff = self.timer.judged_pair(shown, candidate_first=True, variant=variant)
+                diff = self.timer.judged_pair(shown, candidate_first=True, variant=variant, trace=traced_trial and i == 0)
                 if diff is None:  # the reference has no finite answer there: held to what it answers, on standard inputs
                     variants.drop(variant, self.timer.dropped_why)
                     diff = self.timer.judged_pair(label, candidate_first=True)
@@ -287,8 +290,10 @@ class Evaluation:
             self.trace()
 
     def trace(self) -> None:
-        self.ctx.status.enter("trace")
         new, extra = self.runners.candidate, self.found.extra
+        if extra.aten_ops is not None and not self.cfg.strict:  # traced in a trial already
+            return
+        self.ctx.status.enter("trace")
         self.buffers.refill(new, [self.buffers.make_inputs()])
         reply = self.runners.ask(new, p.Trace(new.args, all_threads=self.cfg.strict), p.Traced, fail_ok=True)
         if reply.ok:

@@ -183,17 +183,21 @@ class Timer:
 
     # -------------------------------------------------------------- rounds and calls
 
-    def judged_pair(self, label: str, candidate_first: bool, variant: str = STANDARD) -> float | None:
+    def judged_pair(self, label: str, candidate_first: bool, variant: str = STANDARD, trace: bool = False) -> float | None:
         """A correctness trial: one call of each side on the same fresh inputs (redrawn as ``variant`` says:
         judge/distributions.py), compared; the largest difference. None, with the candidate not called, where the
         reference raises on the variant's values or answers values that are not all finite (why: ``dropped_why``): the
-        caller drops that variant, so that a candidate that checks the same domain is never blamed for it."""
+        caller drops that variant, so that a candidate that checks the same domain is never blamed for it.
+        ``trace``: the candidate's call is also its operator trace (``p.Call.trace``), kept in ``extra.aten_ops``."""
         found = self.ctx.found
         if variant != STANDARD and not self._reference_answers(variant, label):
             return None
         with found.split("run/pair.inputs"):
             values = vary(self.buffers.make_inputs(), variant)
-        records = {side.name: self.call(side, [values], label=label) for side in self._order(candidate_first)}
+        new = self.runners.candidate
+        records = {side.name: self.call(side, [values], label=label, trace=trace and side is new) for side in self._order(candidate_first)}
+        if trace and records["candidate"].replies[0].ops is not None:
+            found.extra.aten_ops, found.extra.aten_ops_all_threads = records["candidate"].replies[0].ops, False
         if variant == STANDARD:
             self.ctx.fp.ref_ms = min(self.ctx.fp.ref_ms, records["reference"].replies[0].ms)
         elif not self._reference_finite():  # this draw, unlike the probe's
@@ -280,7 +284,8 @@ class Timer:
             return False, compared
         return graph, compared
 
-    def call(self, side: Side, inputs: list[list[Any]], *, label: str = "", graph: bool = False, seal: list[bool] | None = None) -> Record:
+    def call(self, side: Side, inputs: list[list[Any]], *, label: str = "", graph: bool = False, seal: list[bool] | None = None,
+             trace: bool = False) -> Record:
         """One side's calls of a round (one per list of values, each on its own call set), on the supervisor's clock
         from writing their inputs to the GPU being quiet again after the last.
 
@@ -308,7 +313,7 @@ class Timer:
             else:
                 self.buffers.refill(side, inputs)
         sets = side.sets[: len(inputs)]
-        request = p.Calls([p.Call(s.args, s.expect, graph) for s in sets], together=together)
+        request = p.Calls([p.Call(s.args, s.expect, graph, trace) for s in sets], together=together)
         with found.split(f"{part}.request"):
             replies = runners.ask(side, request, p.CalledEach, label=label, stop=False).calls
         if len(replies) != len(sets):
