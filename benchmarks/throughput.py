@@ -491,6 +491,8 @@ def parse_args() -> argparse.Namespace:
                         help="the judge's --timer (round: a round's calls timed together)")
     parser.add_argument("--min-reps", type=int, default=0,
                         help="timing samples of each side at least (EvalConfig.min_reps; 0: the judge's default)")
+    parser.add_argument("--max-time", type=float, default=EvalConfig.max_time,
+                        help="seconds of timing per candidate (EvalConfig.max_time; 0: the judge's default, 3 on a GPU)")
     parser.add_argument("--problems", default="",
                         help="--corpus level3/level1-*/DIR: only candidates for these problem ids (19,47 or 19-26)")  # fmt: skip
     parser.add_argument("--process-pairs", type=int, default=0,
@@ -546,8 +548,9 @@ def load_pairs(args: argparse.Namespace, quiet: bool) -> list[tuple[Problem, Can
 
 def make_config(args: argparse.Namespace, scratch: Path, cache: str) -> EvalConfig:
     pch = str(scratch / "pch") if args.build_pch == "fresh" else args.build_pch
-    return EvalConfig(device=args.device, trials=args.trials, min_reps=args.min_reps, build_dir=str(scratch / cache),
-                      lock_dir=str(scratch / "locks"), pch_dir=pch, process_pairs=args.process_pairs, timer=args.timer,
+    return EvalConfig(device=args.device, trials=args.trials, min_reps=args.min_reps, max_time=args.max_time,
+                      build_dir=str(scratch / cache), lock_dir=str(scratch / "locks"), pch_dir=pch,
+                      process_pairs=args.process_pairs, timer=args.timer,
                       **({"inputs": args.inputs} if args.inputs else {}))  # fmt: skip
 
 
