@@ -956,6 +956,25 @@ def test_a_halved_claim_the_bound_cannot_tell_from_noise_is_credited_with_the_cl
     assert 1.6 < 2.0 / honest.confirmed_ms < 2.4, honest
 
 
+def test_a_gain_at_parity_the_clock_cannot_verify_prints_parity_not_a_loss_the_references_noise_explains():
+    """The same code judged against itself on a busy H200 (L1-2, 2.8 ms calls): events 0.2% in the candidate's favour,
+    its wall 0.23 ms a call longer, within the bound; the clock's own figure printed 0.93. The reference's noise explains
+    that excess, so parity is printed (capped: nothing verifies the gain). A candidate that widens its own noise, the
+    reference quiet, keeps the clock's figure: a loss it cannot hide that way."""
+    n = 20
+    spread = [1.0 * ((i * 7919) % 13 - 6) / 6 for i in range(n)]  # +-1 ms of a busy host, the same pattern both sides
+    ref_ms, new_ms = [2.8181] * n, [2.8126] * n
+    ref_wall = [2.8181 + 1.5 + s for s in spread]
+    honest_wall = [2.8126 + 1.5 + 0.23 + s for s in spread[::-1]]
+    honest = wall_check(ref_ms, ref_wall, new_ms, honest_wall, "cuda")
+    assert honest.ok and honest.capped and honest.confirmed_ms == pytest.approx(2.8181), honest  # printed 1.00x
+    assert honest.wall_speedup < 0.95  # what the clock alone says, and what was printed before
+    quiet_ref_wall = [2.8181 + 1.5 + 0.001 * (i % 3) for i in range(n)]
+    widened_wall = [2.8126 + 1.5 + 0.5 + s for s in spread]  # its own delays: +0.5 ms at the median, +-1 ms around it
+    widened = wall_check(ref_ms, quiet_ref_wall, new_ms, widened_wall, "cuda")
+    assert widened.ok and widened.capped and 2.8181 / widened.confirmed_ms < 0.87, widened  # the clock's loss stands
+
+
 def test_the_references_device_oom_beside_a_candidate_holding_memory_is_the_candidates_failure(tmp_path):
     """Issue 45: device memory the candidate took is its doing. The reference's runner running out of it in a stage
     where the candidate's code has run is the candidate's runtime_error; before (or on CPU, or any other failure of
