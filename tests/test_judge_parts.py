@@ -921,6 +921,25 @@ def test_binding_moves_every_thread_of_a_process_and_counts_those_it_moved_back(
         proc.wait()
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority needs root (CAP_SYS_NICE)")
+def test_renicing_sets_every_thread_of_a_process_and_back():
+    """The timed phase's runners run ahead of other work on the timing core (cores.TIMING_NICE), and back after it."""
+    from pytest_kernelbench.judge.cores import TIMING_NICE, renice
+
+    code = ("import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+            "print('ready', flush=True)\ntime.sleep(30)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        tids = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
+        assert renice([proc.pid, 2**22 + 7], TIMING_NICE) == 4  # the main thread and its three; one gone is skipped
+        assert {os.getpriority(os.PRIO_PROCESS, t) for t in tids} == {TIMING_NICE}
+        assert renice([proc.pid], 0) == 4 and {os.getpriority(os.PRIO_PROCESS, t) for t in tids} == {0}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_a_runners_output_is_read_through_a_pipe_and_kept_bounded():
     """Issue 45: the candidate's output is never a file it holds; the supervisor keeps its last bytes only."""
     import subprocess

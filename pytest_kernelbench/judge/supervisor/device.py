@@ -29,6 +29,7 @@ class Device:
         self._lock: Any = None  # the device lock of the phase held now (requeue lets it go and takes it again)
         self._cpu_timing = False  # this phase marks the lock folder: builds elsewhere stop (pause_for_timing)
         self.core: set[int] | None = None  # in a GPU time phase: the one core both runners are bound to
+        self.nice: int | None = None  # ... and the nice value they and the supervisor run at there (cores.TIMING_NICE)
         self.quiet_s: float | None = None  # a probe kernel's round trip on a quiet GPU
         self._probe_buf: torch.Tensor | None = None
 
@@ -156,7 +157,9 @@ class Device:
     def on_timing_core(self, runner_pids: Callable[[], list[list[int]]]) -> Iterator[None]:
         """On a GPU, both runners bound to one core for the time phase (:mod:`..cores`: how fast a process dispatches
         a call depends on the core it landed on, and a short call's event window holds its dispatch), and back to this
-        process's cores after it. ``KB_TIMING_CORE=0``: left where they are. ``runner_pids``: each live runner's tree."""
+        process's cores after it; where the judge may, they and this process run at ``cores.TIMING_NICE`` meanwhile (no
+        other work on that core preempts a call's dispatch or sync). ``KB_TIMING_CORE=0``: left where they are.
+        ``runner_pids``: each live runner's tree."""
         core = cores.timing_core(self.ctx.cfg.device_index) if self.ctx.on_gpu else None
         if core is None or os.environ.get("KB_TIMING_CORE", "1") == "0":
             yield
@@ -165,15 +168,26 @@ class Device:
         extra = self.ctx.found.extra
         record = extra.timing_core = extra.timing_core or {"core": core, "threads": 0, "moved_back": 0}  # all pairs'
         record["threads"] += sum(cores.bind(pids, self.core)[0] for pids in runner_pids())
+        base, me = os.getpriority(os.PRIO_PROCESS, 0), [os.getpid()]
+        self.nice = cores.TIMING_NICE if cores.renice(me, cores.TIMING_NICE) else None  # the supervisor's clock too
+        if self.nice is not None:
+            record["niced"] = record.get("niced", 0) + sum(cores.renice(pids, self.nice) for pids in runner_pids())
         try:
             yield
         finally:
             self.core = None
             for pids in runner_pids():
                 cores.bind(pids, cores.allowed())
+                if self.nice is not None:
+                    cores.renice(pids, base)
+            if self.nice is not None:
+                cores.renice(me, base)
+            self.nice = None
 
     def rebind(self, members: Any) -> None:
         """A frozen candidate's threads back on the timing core (one it moved elsewhere during its call, or started)."""
         if self.core is not None:
             moved = cores.bind(members, self.core)[1]
             self.ctx.found.extra.timing_core["moved_back"] += moved
+            if self.nice is not None:  # a thread it started since, or one it lowered itself
+                cores.renice(members, self.nice)
