@@ -129,18 +129,6 @@ def _half_width(logs: list[float]) -> float:
     return half
 
 
-def paired_speedup(ref_ms: list[float], new_ms: list[float]) -> float:
-    """The median of the rounds' ratios ``ref / new``: each round times both sides at one moment of the machine, so a
-    stretch where both ran slower (other judges' work, the GPU's clocks) moves neither that round's ratio nor the median,
-    where the ratio of each side's own median mixes stretches (a PIKE candidate timed at 21-23 ms a call for half its
-    rounds and 13 ms for the rest: ratio of medians 1.128, its rounds' ratios 0.90-0.98). The two runs of the PIKE corpus
-    whose samples were kept agreed on 36 of 54 speedups within 2% this way, 29 with the ratio of medians
-    (benchmarks/max_time_from_samples.py's data; docs/timing-fidelity.md). Equal to the ratio of medians for steady
-    calls; ``nan`` without a round."""
-    logs = [math.log(r / n) for r, n in zip(ref_ms, new_ms, strict=True) if r > 0 and n > 0]
-    return math.exp(statistics.median(logs)) if logs else math.nan
-
-
 def speedup_interval(ref_ms: list[float], new_ms: list[float], speedup: float) -> tuple[float, float, bool]:
     """A 95% interval around ``speedup`` from the spread of the per-round ratios, and whether it is noisy.
 

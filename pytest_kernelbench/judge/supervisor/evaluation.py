@@ -28,7 +28,7 @@ from ..policy import compute_ops
 from ..procs import become_subreaper, die_with_parent, kill_children
 from ..runner import profiled
 from ..sandbox import ForkedRunner
-from ..stats import PROCESS_SD, SPARE_PAIRS, PairTiming, another_pair, combine_pairs, paired_speedup, speedup_interval
+from ..stats import PROCESS_SD, SPARE_PAIRS, PairTiming, another_pair, combine_pairs, speedup_interval
 from .buffers import Buffers, nbytes, tensor_leaves
 from .building import Builder
 from .device import Device
@@ -341,9 +341,7 @@ class Evaluation:
         samples, extra = self.timer.samples, self.found.extra
         ref, new = statistics.median(samples["reference"]), statistics.median(samples["candidate"])
         confirmed = max(new, self.timer.confirmed_new_ms)  # what the supervisor's clock vouches for (stats.wall_check)
-        paired = paired_speedup(samples["reference"], samples["candidate"])
-        # the rounds' own ratio, lowered as much as the clock lowered the candidate's median (a cap)
-        speedup = paired * new / confirmed if new > 0 and math.isfinite(paired) else ref / confirmed if confirmed > 0 else math.inf
+        speedup = ref / confirmed if confirmed > 0 else math.inf
         interval = speedup_interval(samples["reference"], samples["candidate"], speedup)
         self.pairs.append(PairTiming(speedup, *interval, confirmed > new))
         self.pair_refs.append("forked" if isinstance(self.runners.reference.process, ForkedRunner) else "new interpreter")
