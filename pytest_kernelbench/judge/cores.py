@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 MIN_CORES = 4  # fewer: no core is set aside (a 2-core machine's builds and judges need both)
 # A timed phase's runner threads and the supervisor's own thread run at this nice value where the judge may set it (root,
@@ -72,39 +72,39 @@ def build_cores(devices: int, cores: set[int] | None = None) -> set[int] | None:
     return rest if timing and rest else None
 
 
-def renice(pids: Iterable[int], nice: int) -> int:
-    """Set every thread of the processes ``pids`` to ``nice``: how many were set (0 where this process may not raise a
-    priority). Threads and processes that end meanwhile are skipped."""
-    done = 0
+def threads(pids: Iterable[int]) -> Iterator[int]:
+    """Every thread of the processes ``pids`` (a process that has ended is skipped)."""
     for pid in pids:
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except (FileNotFoundError, ProcessLookupError):
             continue
-        for tid in map(int, tids):
-            try:
-                os.setpriority(os.PRIO_PROCESS, tid, nice)
-            except PermissionError:
-                return done  # not ours to raise: none will be
-            except OSError:  # the thread ended
-                continue
-            done += 1
+        yield from map(int, tids)
+
+
+def renice(pids: Iterable[int], nice: int) -> int:
+    """Set every thread of the processes ``pids`` to ``nice``: how many were set (0 where this process may not raise a
+    priority). Threads that end meanwhile are skipped."""
+    done = 0
+    for tid in threads(pids):
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+        except PermissionError:
+            return done  # not ours to raise: none will be
+        except OSError:  # the thread ended
+            continue
+        done += 1
     return done
 
 
 def bind(pids: Iterable[int], cores: set[int]) -> tuple[int, int]:
     """Bind every thread of the processes ``pids`` to ``cores``: (threads bound, of them how many were elsewhere: bound
-    to other cores, by the candidate or since the last binding). Threads and processes that end meanwhile are skipped."""
+    to other cores, by the candidate or since the last binding). Threads that end meanwhile are skipped."""
     bound = moved = 0
-    for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        for tid in map(int, tids):
-            with contextlib.suppress(OSError):  # the thread ended (ProcessLookupError), or is not ours to bind
-                if os.sched_getaffinity(tid) != cores:
-                    os.sched_setaffinity(tid, cores)
-                    moved += 1
-                bound += 1
+    for tid in threads(pids):
+        with contextlib.suppress(OSError):  # the thread ended (ProcessLookupError), or is not ours to bind
+            if os.sched_getaffinity(tid) != cores:
+                os.sched_setaffinity(tid, cores)
+                moved += 1
+            bound += 1
     return bound, moved
