@@ -158,9 +158,8 @@ class Device:
         """On a GPU, both runners bound to one core for the time phase (:mod:`..cores`: how fast a process dispatches
         a call depends on the core it landed on, and a short call's event window holds its dispatch), and back to this
         process's cores after it; where the judge may, they and this process run at ``cores.TIMING_NICE`` meanwhile (no
-        other work on that core preempts a call's dispatch or sync; ``KB_TIMING_NICE=0``: not). ``KB_TIMING_CORE=0``: left
-        where they are.
-        ``runner_pids``: each live runner's tree."""
+        other work on that core preempts a call's dispatch or sync; ``KB_TIMING_NICE=0``: not). ``KB_TIMING_CORE=0``:
+        left where they are. ``runner_pids``: each live runner's tree."""
         core = cores.timing_core(self.ctx.cfg.device_index) if self.ctx.on_gpu else None
         if core is None or os.environ.get("KB_TIMING_CORE", "1") == "0":
             yield
