@@ -940,6 +940,41 @@ def test_renicing_sets_every_thread_of_a_process_and_back():
         proc.wait()
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority needs root (CAP_SYS_NICE)")
+def test_a_gpu_time_phase_runs_its_runners_and_the_supervisor_ahead_of_other_work_and_puts_them_back(monkeypatch):
+    """Device.on_timing_core: the runners' threads and the supervisor's at cores.TIMING_NICE for the phase (a thread the
+    candidate starts or lowers meanwhile again at each rebind), the supervisor's own value after it; KB_TIMING_NICE=0:
+    untouched. The phase runs on a GPU only: here its core is any allowed one."""
+    from types import SimpleNamespace
+
+    from pytest_kernelbench.judge import cores
+    from pytest_kernelbench.judge.supervisor.device import Device
+
+    monkeypatch.setattr(cores, "timing_core", lambda index, allowed=None: min(cores.allowed()))
+    code = "import time\nprint('ready', flush=True)\ntime.sleep(30)\n"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    me, base = os.getpid(), os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        found = SimpleNamespace(extra=SimpleNamespace(timing_core=None))
+        ctx = SimpleNamespace(on_gpu=True, cfg=SimpleNamespace(device_index=0), found=found)
+        device = Device(ctx)
+        with device.on_timing_core(lambda: [[proc.pid]]):
+            assert os.getpriority(os.PRIO_PROCESS, proc.pid) == os.getpriority(os.PRIO_PROCESS, 0) == cores.TIMING_NICE
+            os.setpriority(os.PRIO_PROCESS, proc.pid, 5)  # the candidate lowers itself ...
+            device.rebind([proc.pid])
+            assert os.getpriority(os.PRIO_PROCESS, proc.pid) == cores.TIMING_NICE  # ... and is put back at its next stop
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == os.getpriority(os.PRIO_PROCESS, 0) == base
+        assert ctx.found.extra.timing_core["niced"] == 1 and device.nice is None
+        monkeypatch.setenv("KB_TIMING_NICE", "0")
+        with device.on_timing_core(lambda: [[proc.pid]]):
+            assert os.getpriority(os.PRIO_PROCESS, proc.pid) == base and device.nice is None
+    finally:
+        os.setpriority(os.PRIO_PROCESS, me, base)
+        proc.kill()
+        proc.wait()
+
+
 def test_a_runners_output_is_read_through_a_pipe_and_kept_bounded():
     """Issue 45: the candidate's output is never a file it holds; the supervisor keeps its last bytes only."""
     import subprocess
