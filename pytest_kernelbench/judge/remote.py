@@ -33,6 +33,7 @@ from ..result import EvalResult
 NODE_LOSS_RETRIES = 3
 CONNECT_SECONDS = 15.0  # ray.init against a cluster's address, at most (a port that answers but is no Ray: Ray waits minutes)
 PROBE_SECONDS = 5.0  # a TCP connection to the address first: nothing listening is said at once
+GRACE_SECONDS = 120  # ... and Ray's own client stays quiet this much longer: the process ends before it speaks (connect)
 
 
 def _evaluate_task(problem: dict[str, Any], candidate: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
@@ -69,6 +70,11 @@ def connect(address: str, timeout: float | None = None) -> None:
         raise KernelBenchUsageError(f"--ray-address {address}: Ray is not installed here; pip install 'ray>=2.30'")
     if address == "local":
         return
+    timeout = connect_seconds() if timeout is None else timeout
+    # Ray's C++ client warns on stderr each time its connection has waited this long (5 s by default). Once the wait
+    # below gives up, the process ends, its stderr back: a warning of the still-waiting client printed after the one
+    # line on a slow machine (CI, 2026-11-30). Read when Ray is first imported; a user's own setting is kept.
+    os.environ.setdefault("RAY_gcs_rpc_server_connect_timeout_s", str(int(timeout) + GRACE_SECONDS))
     import ray
 
     if ray.is_initialized():
@@ -87,7 +93,6 @@ def connect(address: str, timeout: float | None = None) -> None:
         finally:
             quiet.setLevel(level)
 
-    timeout = connect_seconds() if timeout is None else timeout
     thread = threading.Thread(target=init, name="kb-ray-connect", daemon=True)
     with _quiet_stderr():  # Ray's C++ client warns every few seconds while it waits: the outcome is said in one line
         thread.start()
