@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -901,14 +902,24 @@ def _cores_of(pid: int) -> list[set[int]]:
     return [set(os.sched_getaffinity(int(tid))) for tid in os.listdir(f"/proc/{pid}/task")]
 
 
-def test_binding_moves_every_thread_of_a_process_and_counts_those_it_moved_back():
-    from pytest_kernelbench.judge.cores import allowed, bind
-
-    code = ("import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+@contextlib.contextmanager
+def _sleeping_process(threads: int):
+    """A child process asleep for 30 s with ``threads`` more threads than its main one, ready when yielded; killed after."""
+    code = (f"import threading, time\nfor _ in range({threads}): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
             "print('ready', flush=True)\ntime.sleep(30)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_binding_moves_every_thread_of_a_process_and_counts_those_it_moved_back():
+    from pytest_kernelbench.judge.cores import allowed, bind
+
+    with _sleeping_process(threads=3) as proc:
         everywhere, one = allowed(), {min(allowed())}
         assert bind([proc.pid], one) == (4, 4 if len(everywhere) > 1 else 0)  # the main thread and its three
         assert _cores_of(proc.pid) == [one] * 4
@@ -916,9 +927,6 @@ def test_binding_moves_every_thread_of_a_process_and_counts_those_it_moved_back(
         assert bind([proc.pid], one) == (4, 1 if len(everywhere) > 1 else 0)
         assert bind([proc.pid, 2**22 + 7], everywhere)[0] == 4  # a process that is gone is skipped
         assert _cores_of(proc.pid) == [everywhere] * 4
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority needs root (CAP_SYS_NICE)")
@@ -926,18 +934,11 @@ def test_renicing_sets_every_thread_of_a_process_and_back():
     """The timed phase's runners run ahead of other work on the timing core (cores.TIMING_NICE), and back after it."""
     from pytest_kernelbench.judge.cores import TIMING_NICE, renice
 
-    code = ("import threading, time\nfor _ in range(3): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
-            "print('ready', flush=True)\ntime.sleep(30)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "ready"
+    with _sleeping_process(threads=3) as proc:
         tids = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
         assert renice([proc.pid, 2**22 + 7], TIMING_NICE) == 4  # the main thread and its three; one gone is skipped
         assert {os.getpriority(os.PRIO_PROCESS, t) for t in tids} == {TIMING_NICE}
         assert renice([proc.pid], 0) == 4 and {os.getpriority(os.PRIO_PROCESS, t) for t in tids} == {0}
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority needs root (CAP_SYS_NICE)")
@@ -951,28 +952,24 @@ def test_a_gpu_time_phase_runs_its_runners_and_the_supervisor_ahead_of_other_wor
     from pytest_kernelbench.judge.supervisor.device import Device
 
     monkeypatch.setattr(cores, "timing_core", lambda index, allowed=None: min(cores.allowed()))
-    code = "import time\nprint('ready', flush=True)\ntime.sleep(30)\n"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     me, base = os.getpid(), os.getpriority(os.PRIO_PROCESS, 0)
-    try:
-        assert proc.stdout.readline().strip() == "ready"
-        found = SimpleNamespace(extra=SimpleNamespace(timing_core=None))
-        ctx = SimpleNamespace(on_gpu=True, cfg=SimpleNamespace(device_index=0), found=found)
-        device = Device(ctx)
-        with device.on_timing_core(lambda: [[proc.pid]]):
-            assert os.getpriority(os.PRIO_PROCESS, proc.pid) == os.getpriority(os.PRIO_PROCESS, 0) == cores.TIMING_NICE
-            os.setpriority(os.PRIO_PROCESS, proc.pid, 5)  # the candidate lowers itself ...
-            device.rebind([proc.pid])
-            assert os.getpriority(os.PRIO_PROCESS, proc.pid) == cores.TIMING_NICE  # ... and is put back at its next stop
-        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == os.getpriority(os.PRIO_PROCESS, 0) == base
-        assert ctx.found.extra.timing_core["niced"] == 1 and device.nice is None
-        monkeypatch.setenv("KB_TIMING_NICE", "0")
-        with device.on_timing_core(lambda: [[proc.pid]]):
-            assert os.getpriority(os.PRIO_PROCESS, proc.pid) == base and device.nice is None
-    finally:
-        os.setpriority(os.PRIO_PROCESS, me, base)
-        proc.kill()
-        proc.wait()
+    with _sleeping_process(threads=0) as proc:
+        try:
+            found = SimpleNamespace(extra=SimpleNamespace(timing_core=None))
+            ctx = SimpleNamespace(on_gpu=True, cfg=SimpleNamespace(device_index=0), found=found)
+            device = Device(ctx)
+            with device.on_timing_core(lambda: [[proc.pid]]):
+                assert os.getpriority(os.PRIO_PROCESS, proc.pid) == os.getpriority(os.PRIO_PROCESS, 0) == cores.TIMING_NICE
+                os.setpriority(os.PRIO_PROCESS, proc.pid, 5)  # the candidate lowers itself ...
+                device.rebind([proc.pid])
+                assert os.getpriority(os.PRIO_PROCESS, proc.pid) == cores.TIMING_NICE  # ... and is put back at its next stop
+            assert os.getpriority(os.PRIO_PROCESS, proc.pid) == os.getpriority(os.PRIO_PROCESS, 0) == base
+            assert ctx.found.extra.timing_core["niced"] == 1 and device.nice is None
+            monkeypatch.setenv("KB_TIMING_NICE", "0")
+            with device.on_timing_core(lambda: [[proc.pid]]):
+                assert os.getpriority(os.PRIO_PROCESS, proc.pid) == base and device.nice is None
+        finally:
+            os.setpriority(os.PRIO_PROCESS, me, base)
 
 
 def test_a_runners_output_is_read_through_a_pipe_and_kept_bounded():

@@ -1,5 +1,6 @@
 """Judging on a Ray cluster (a local instance on CPU): results stream back, a lost worker is retried."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -67,16 +68,18 @@ def test_a_ray_address_where_nothing_listens_is_one_line_and_exit_4_at_once(pyte
     assert "Traceback" not in result.stderr.str() and "passed" not in result.stdout.str()
 
 
-def test_a_ray_address_that_answers_but_is_no_ray_is_one_line_within_its_limit_and_sigterm_stops_the_wait(tmp_path):
-    with socket.socket() as server:  # accepts connections (bounded in count) and says nothing: Ray would wait for minutes
+@contextlib.contextmanager
+def _silent_server(seconds: float):
+    """A loopback port that accepts connections (64 at most, for ``seconds`` at most) and says nothing: Ray would wait
+    for minutes. Yields (the port, the connections accepted so far); closes them after."""
+    with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(16)
         server.settimeout(1.0)
-        port = server.getsockname()[1]
         accepted = []
 
         def accept():
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + seconds
             while time.monotonic() < deadline and len(accepted) < 64:
                 try:
                     accepted.append(server.accept()[0])
@@ -84,6 +87,15 @@ def test_a_ray_address_that_answers_but_is_no_ray_is_one_line_within_its_limit_a
                     continue
 
         threading.Thread(target=accept, daemon=True).start()
+        try:
+            yield server.getsockname()[1], accepted
+        finally:
+            for conn in accepted:
+                conn.close()
+
+
+def test_a_ray_address_that_answers_but_is_no_ray_is_one_line_within_its_limit_and_sigterm_stops_the_wait(tmp_path):
+    with _silent_server(120) as (port, accepted):
         cmd = [sys.executable, "-m", "pytest", *_ray_args(f"127.0.0.1:{port}")]
         env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "KB_RAY_CONNECT_SECONDS": "7"}  # default 15 s; Ray warns every 5 s
         started = time.monotonic()
@@ -101,8 +113,6 @@ def test_a_ray_address_that_answers_but_is_no_ray_is_one_line_within_its_limit_a
             assert stopped.wait(timeout=10) != 0
         finally:
             stopped.kill()
-        for conn in accepted:
-            conn.close()
 
 
 @pytest.mark.parametrize("given", ["soon", "0", "-3", "inf"])
@@ -120,22 +130,7 @@ def test_a_ray_connect_limit_that_is_no_number_of_seconds_is_one_line(monkeypatc
 def test_a_connect_that_gave_up_leaves_rays_client_quiet_while_the_process_ends():
     """A slow exit after the one-line error (CI's machine on a slow hour took over 3 s) printed the still-waiting client's
     5-second warning after it: Ray is told to wait longer before it warns (remote.GRACE_SECONDS)."""
-    with socket.socket() as server:  # accepts connections (bounded in count and time) and says nothing
-        server.bind(("127.0.0.1", 0))
-        server.listen(16)
-        server.settimeout(1.0)
-        port = server.getsockname()[1]
-        accepted = []
-
-        def accept():
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and len(accepted) < 64:
-                try:
-                    accepted.append(server.accept()[0])
-                except OSError:
-                    continue
-
-        threading.Thread(target=accept, daemon=True).start()
+    with _silent_server(60) as (port, _):
         code = ("import os, sys, time\nfrom pytest_kernelbench.judge.remote import connect\n"
                 f"try:\n    connect('127.0.0.1:{port}', timeout=3)\n"
                 "except Exception as exc:\n    print('ERROR:', exc, file=sys.stderr, flush=True)\n"
