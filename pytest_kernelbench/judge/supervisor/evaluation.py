@@ -291,7 +291,7 @@ class Evaluation:
 
     def trace(self) -> None:
         new, extra = self.runners.candidate, self.found.extra
-        if extra.aten_ops is not None and not self.cfg.strict:  # traced in a trial already
+        if extra.aten_ops is not None:  # traced in a trial already (never under --strict: trials)
             return
         self.ctx.status.enter("trace")
         self.buffers.refill(new, [self.buffers.make_inputs()])
