@@ -16,6 +16,7 @@ from typing import Any
 class Extra:
     # --- where and how it ran
     sandbox: str | None = None  # the candidate's sandbox (bwrap, none: why)
+    gpu_pin: str | None = None  # the one GPU the judge's processes saw (its UUID and device node), or why all (judge/gpus.py)
     runner_start: str | None = None  # how the candidate's runner started: "zygote" (forked, judge/zygote.py) or "interpreter: why"
     runner_early: bool | None = None  # the candidate's runner started while the reference worked
     build_cached: bool | None = None  # its build folder was in the cache

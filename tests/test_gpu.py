@@ -316,6 +316,70 @@ def test_xdist_workers_spread_over_the_gpus_and_each_judges_its_share(pytester):
     assert {r["device"] for r in results} == {"cuda:0", "cuda:1"}
 
 
+# Correct only where its runner, and a process it starts without CUDA_VISIBLE_DEVICES, reach no GPU but the judged one.
+REACH_PROBE = """
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn as nn
+
+PROBE = '''
+import torch
+n = 0
+for i in range(torch.cuda.device_count()):
+    try:
+        torch.zeros(1, device=i)
+        n += 1
+    except Exception:
+        pass
+print(n)
+'''
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+        env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+        done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=120)
+        others = int((done.stdout.split() or ["0"])[-1]) if done.returncode == 0 else 0  # no GPU at all: none reached
+        self.alone = torch.cuda.device_count() == 1 and others <= 1
+        print("GPUs here", torch.cuda.device_count(), "reached by a child", others, done.stderr[-300:])
+
+    def forward(self, x):
+        out = torch.relu(self.linear(x))
+        return out if self.alone else out + 1
+"""
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_a_candidate_reaches_no_gpu_but_the_one_it_is_judged_on():
+    """On a host of several GPUs a judge's processes see its GPU alone (judge/gpus.py): the candidate's runner counts
+    one GPU, and a process it starts without CUDA_VISIBLE_DEVICES can use no other (its sandbox has that GPU's device
+    node alone), so it cannot load the GPU where another judge times."""
+    from pytest_kernelbench.candidates import Candidate
+
+    probe = Candidate(REACH_PROBE, "", "reach probe")
+    result = evaluate(tiny_problem(), probe, EvalConfig(device="cuda", device_index=1, timeout=300, trials=1))
+    assert result.outcome is Outcome.CORRECT, result.message
+    assert result.device == "cuda:1" and "/dev/nvidia" in result.extra.gpu_pin, (result.device, result.extra.gpu_pin)
+
+
+def test_the_gpu_a_judge_pins_is_the_one_cuda_numbers_so_in_the_worker():
+    """gpus.pin's choice for cuda:i (the driver's list, by bus) is the GPU torch calls cuda:i without the pin."""
+    from pytest_kernelbench.judge import gpus
+
+    if not gpus.driver_gpus():
+        pytest.skip("no /proc/driver/nvidia/gpus here")
+    for index in range(torch.cuda.device_count()):
+        environ = {}
+        pinned = gpus.pin(index, environ)
+        assert pinned.minor is not None, pinned
+        assert environ["CUDA_VISIBLE_DEVICES"].removeprefix("GPU-") == str(torch.cuda.get_device_properties(index).uuid)
+
+
 @pytest.mark.skipif(not (SHARED_KB / "problems.jsonl").is_file(), reason="KernelBench data not available")
 def test_level1_baseline_speedup_is_one(pytester):
     report = pytester.path / "l1.json"

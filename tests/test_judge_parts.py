@@ -897,6 +897,56 @@ def test_the_gpus_a_build_step_keeps_off_are_counted_without_cuda(tmp_path):
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, str(tmp_path)) == 0
 
 
+def _driver(root, *gpus):
+    """A fake /proc/driver/nvidia/gpus: (bus, minor, uuid, model) each."""
+    for bus, minor, uuid, model in gpus:
+        (root / bus).mkdir(parents=True)
+        (root / bus / "information").write_text(f"Model: \t\t {model}\nGPU UUID: \t {uuid}\nBus Location: \t {bus}\n"
+                                                f"Device Minor: \t {minor}\nGPU Excluded:\t No\n")
+    return root
+
+
+def test_a_gpu_judge_pins_its_gpu_by_uuid_and_keeps_that_gpus_device_node_alone(tmp_path):
+    """judge/gpus.py: cuda:i (CUDA's numbering, in the worker) becomes this process's only GPU, named by its UUID, and its
+    /dev/nvidia<minor> the only GPU node of a candidate's sandbox; a process started with CUDA_VISIBLE_DEVICES keeps
+    its own numbering."""
+    from pytest_kernelbench.judge.gpus import device_nodes, pin
+
+    root = _driver(tmp_path / "gpus", ("0000:9a:00.0", 3, "GPU-bbbb", "H200"), ("0000:18:00.0", 7, "GPU-aaaa", "H200"))
+    environ = {}
+    pinned = pin(1, environ, root)  # the second by bus: 0000:9a
+    assert environ == {"CUDA_VISIBLE_DEVICES": "GPU-bbbb"} and (pinned.index, pinned.minor, pinned.host_gpus) == (0, 3, 2)
+    environ = {"CUDA_VISIBLE_DEVICES": "1,0"}
+    assert pin(0, environ, root).minor == 3 and environ["CUDA_VISIBLE_DEVICES"] == "GPU-bbbb"
+    environ = {"CUDA_VISIBLE_DEVICES": "GPU-aa"}  # a unique prefix of a UUID, as CUDA accepts
+    assert pin(0, environ, root).minor == 7 and environ["CUDA_VISIBLE_DEVICES"] == "GPU-aaaa"
+    names = ["nvidia0", "nvidia3", "nvidia7", "nvidiactl", "nvidia-uvm", "nvidia-caps", "null"]
+    assert device_nodes(names, 3) == ["nvidia-caps", "nvidia-uvm", "nvidia3", "nvidiactl"]
+    assert device_nodes(names, None) == ["nvidia-caps", "nvidia-uvm", "nvidia0", "nvidia3", "nvidia7", "nvidiactl"]
+
+
+def test_a_gpu_judge_keeps_every_device_node_where_its_gpus_node_is_not_certain(tmp_path):
+    """Models mixed (CUDA numbers the fastest first), a MIG instance, no driver folder, or KB_GPU_PIN=0: the node is not
+    known, so every node stays; CUDA_VISIBLE_DEVICES still shows the judge its GPU alone (but with KB_GPU_PIN=0)."""
+    from pytest_kernelbench.judge.gpus import pin
+
+    mixed = _driver(tmp_path / "mixed", ("0000:18:00.0", 0, "GPU-aaaa", "H100"), ("0000:9a:00.0", 1, "GPU-bbbb", "H200"))
+    environ = {}
+    pinned = pin(1, environ, mixed)
+    assert (pinned.index, pinned.minor) == (0, None) and environ == {"CUDA_VISIBLE_DEVICES": "1"}, pinned
+    environ = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # then CUDA's numbers are the bus order
+    assert pin(1, environ, mixed).minor == 1 and environ["CUDA_VISIBLE_DEVICES"] == "GPU-bbbb"
+    environ = {"CUDA_VISIBLE_DEVICES": "MIG-1234"}
+    assert pin(0, environ, mixed).minor is None and environ["CUDA_VISIBLE_DEVICES"] == "MIG-1234"
+    environ = {"CUDA_VISIBLE_DEVICES": "0,1"}
+    assert pin(1, environ, tmp_path / "none").minor is None and environ["CUDA_VISIBLE_DEVICES"] == "1"
+    environ = {"KB_GPU_PIN": "0"}
+    pinned = pin(1, environ, mixed)
+    assert (pinned.index, pinned.minor) == (1, None) and "CUDA_VISIBLE_DEVICES" not in environ and "off" in pinned.label
+    environ = {}
+    assert pin(2, environ, mixed).index == 2 and environ == {}  # no such GPU: left to CUDA to say so
+
+
 def _cores_of(pid: int) -> list[set[int]]:
     """The cores each thread of ``pid`` may run on."""
     return [set(os.sched_getaffinity(int(tid))) for tid in os.listdir(f"/proc/{pid}/task")]

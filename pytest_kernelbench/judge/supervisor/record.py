@@ -17,6 +17,7 @@ import torch
 
 from ...config import EvalConfig
 from ...extra import Extra
+from .. import gpus
 from .. import protocol as p
 from ..assignment import Assignment
 from ..stages import STAGES, charged
@@ -108,7 +109,9 @@ class Context:
     def __post_init__(self) -> None:
         self.cfg: EvalConfig = self.spec.config
         self.work = Path(self.spec.work)
-        self.device = torch.device("cuda", self.cfg.device_index) if self.cfg.device == "cuda" else torch.device("cpu")
+        self.pin = _pin(self.cfg)
+        self.found.extra.gpu_pin = self.pin.label or None
+        self.device = torch.device("cuda", self.pin.index) if self.cfg.device == "cuda" else torch.device("cpu")
         self.on_gpu = self.device.type == "cuda"
         self.source = Path(self.spec.candidate_path).read_text()
         self.cpu_check = self.cfg.device == "cpu-check"  # no GPU: CUDA candidates compiled only, others run on the CPU, untimed
@@ -133,6 +136,14 @@ class Context:
     def sync(self) -> None:
         if self.on_gpu:
             torch.cuda.synchronize(self.device)
+
+
+def _pin(cfg: EvalConfig) -> gpus.Pin:
+    """On a GPU, this process and its runners see the judged GPU alone (judge/gpus.py), as cuda:0, from before CUDA
+    starts here."""
+    if cfg.device != "cuda" or torch.cuda.is_initialized():
+        return gpus.Pin(cfg.device_index)
+    return gpus.pin(cfg.device_index)
 
 
 class Record:

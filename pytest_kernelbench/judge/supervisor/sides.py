@@ -232,6 +232,7 @@ class Runners:
             mounts.readonly.append(Path(ctx.cfg.pch_dir))
         if os.environ.get("PYTHONPYCACHEPREFIX"):  # the trusted bytecode cache (build/bytecode.py), read-only here
             mounts.readonly.append(Path(os.environ["PYTHONPYCACHEPREFIX"]))
+        mounts.gpu_minor = ctx.pin.minor  # its GPU's device node alone, where known (judge/gpus.py)
         base = runner_env(dict(os.environ), scratch / "home", PACKAGE_ROOT, {})  # the zygote's too, if it has this one
         env = {**base, **extra_env}  # what runner_env(..., extra_env) gives
         # Forked from the runner zygote: a build step, or a runner on the CPU. Not a runner on a GPU: there a forked
@@ -311,7 +312,7 @@ class Runners:
         status.enter("runner_start")  # its interpreter imports torch: no candidate code yet, so not the candidate's time
         try:
             threads = torch.get_num_threads() if device else self.ctx.threads  # a build step compiles with every core
-            setup = p.Setup(device or cfg.device, cfg.device_index, cfg.timer, threads, pin_threads=pin,
+            setup = p.Setup(device or cfg.device, self.ctx.device.index or 0, cfg.timer, threads, pin_threads=pin,
                             ieee_float32=cfg.tol.wants_ieee_float32)  # both sides alike: Tolerance.wants_ieee_float32
             self.ask(side, setup, p.Ready, allowed=cfg.setup_timeout)
         except Verdict as verdict:  # before any candidate code: the sandbox or the machine, not the candidate
