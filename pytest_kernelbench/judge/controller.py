@@ -105,6 +105,14 @@ def supervisor_env(config: EvalConfig) -> dict[str, str]:
     return env
 
 
+def start_ahead(config: EvalConfig) -> None:
+    """Start the fork server this process's judges will fork their supervisors from (it imports torch and sizes on the
+    meta device first: about 5 s on a GPU machine) now, while the session collects, not in the first item's time."""
+    if config.worker_start == "forkserver":
+        with contextlib.suppress(OSError):
+            forkserver.server_for(supervisor_env(config))
+
+
 def _start(config: EvalConfig, work: Path, spec: Assignment, log) -> subprocess.Popen | forkserver.ForkedProcess:
     env = supervisor_env(config)
     server = None

@@ -404,6 +404,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         for problem, candidate in _planned(session, kb):
             remote.submit(problem, candidate)
         return
+    if session.items:  # this process judges: its fork server starts while the other workers collect
+        from ..judge.controller import start_ahead
+
+        start_ahead(kb.eval_config)
     jobs = _pool_jobs(config, kb)
     if jobs == 0 or os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
         return

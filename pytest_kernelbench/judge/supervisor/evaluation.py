@@ -100,22 +100,28 @@ class Evaluation:
         ctx.status.enter("reference")
         if self.cfg.problem_sandbox:  # a client's problem: its runners started like a candidate's (problem.py)
             runners.resolve_sandbox()
-        runners.reference = runners.start_reference()  # before this process touches CUDA: then it can be forked
-        # and the reference runners of later process pairs (time_again), forked now too: idle until then, and alike
-        for k in range(self.spares_wanted()):
-            runners.spares.append(runners.start_reference(tag=f"-{k + 2}"))
+        with self.found.split("reference.start"):
+            runners.reference = runners.start_reference()  # before this process touches CUDA: then it can be forked
+            # and the reference runners of later process pairs (time_again), forked now too: idle until then, and alike
+            for k in range(self.spares_wanted()):
+                runners.spares.append(runners.start_reference(tag=f"-{k + 2}"))
         if ctx.on_gpu:
-            torch.cuda.set_device(ctx.device)
-        if self.cfg.problem_sandbox:
-            ctx.problem = SandboxedProblem(ctx, runners, self.buffers)
-        else:
-            if ctx.cpu_check:
-                self.scale_problem()
-            ctx.problem = LocalProblem(ctx, ctx.spec.problem_path)
-            runners.resolve_sandbox()
-        self.init_values = ctx.problem.init_values(self.cfg.seed)
-        self.launch_early()
-        self.ready_reference()
+            with self.found.split("reference.context"):  # this process's CUDA context
+                torch.cuda.set_device(ctx.device)
+                torch.cuda.init()
+        with self.found.split("reference.problem"):
+            if self.cfg.problem_sandbox:
+                ctx.problem = SandboxedProblem(ctx, runners, self.buffers)
+            else:
+                if ctx.cpu_check:
+                    self.scale_problem()
+                ctx.problem = LocalProblem(ctx, ctx.spec.problem_path)
+                runners.resolve_sandbox()
+            self.init_values = ctx.problem.init_values(self.cfg.seed)
+        with self.found.split("reference.launch"):
+            self.launch_early()
+        with self.found.split("reference.setup"):  # its runner's CUDA context, the problem's Model built there
+            self.ready_reference()
         big = self.cfg.mode != "eager" and ctx.on_gpu and ctx.problem.input_bytes() > WARMUP_UNLOCKED_BYTES
         locked = self.cfg.mode == "eager" or big
         with self.buffers.phase("reference") if locked else contextlib.nullcontext():
