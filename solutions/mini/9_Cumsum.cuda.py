@@ -1,5 +1,7 @@
 """CUDA solution: one block per row; each thread sums a contiguous segment, a warp-shuffle block scan
-of the segment totals gives each thread its offset, and a second pass writes the prefix sums."""
+of the segment totals gives each thread its offset, and a second pass writes the prefix sums. Sums are
+kept in double: a float32 scan in another order than torch's differs from it by up to about 1.3e-4 on
+this problem's rows (KernelBench holds float32 to 1e-4)."""
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -30,7 +32,7 @@ _cuda = r"""
 #include <cstdint>
 
 __global__ void cumsum_rows_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t cols) {
-    __shared__ float warp_totals[32];
+    __shared__ double warp_totals[32];
     const float* row = x + blockIdx.x * cols;
     float* out = y + blockIdx.x * cols;
     const int64_t per = (cols + blockDim.x - 1) / blockDim.x;
@@ -38,23 +40,23 @@ __global__ void cumsum_rows_kernel(const float* __restrict__ x, float* __restric
     if (begin > cols) begin = cols;
     int64_t end = begin + per;
     if (end > cols) end = cols;
-    float total = 0.f;
+    double total = 0.0;
     for (int64_t i = begin; i < end; ++i) total += row[i];
     // inclusive scan of the totals within the warp
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float scan = total;
-    for (int o = 1; o < 32; o <<= 1) { float v = __shfl_up_sync(0xffffffff, scan, o); if (lane >= o) scan += v; }
+    double scan = total;
+    for (int o = 1; o < 32; o <<= 1) { double v = __shfl_up_sync(0xffffffff, scan, o); if (lane >= o) scan += v; }
     if (lane == 31) warp_totals[warp] = scan;
     __syncthreads();
     if (warp == 0) {
         const int warps = blockDim.x >> 5;
-        float w = lane < warps ? warp_totals[lane] : 0.f;
-        for (int o = 1; o < 32; o <<= 1) { float v = __shfl_up_sync(0xffffffff, w, o); if (lane >= o) w += v; }
+        double w = lane < warps ? warp_totals[lane] : 0.0;
+        for (int o = 1; o < 32; o <<= 1) { double v = __shfl_up_sync(0xffffffff, w, o); if (lane >= o) w += v; }
         if (lane < warps) warp_totals[lane] = w;  // inclusive prefix over warps
     }
     __syncthreads();
-    float running = scan - total + (warp > 0 ? warp_totals[warp - 1] : 0.f);  // exclusive offset of this thread
-    for (int64_t i = begin; i < end; ++i) { running += row[i]; out[i] = running; }
+    double running = scan - total + (warp > 0 ? warp_totals[warp - 1] : 0.0);  // exclusive offset of this thread
+    for (int64_t i = begin; i < end; ++i) { running += row[i]; out[i] = (float)running; }
 }
 
 // Launches the kernel for this shape on the caller's stream; the launch's own error, if any.
