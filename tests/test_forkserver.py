@@ -189,3 +189,35 @@ def test_the_server_sizes_inputs_once_so_a_supervisor_imports_nothing_for_it(war
     size, imported = map(int, out.stdout.split())
     assert size == 64 * 3 * 32 * 32 * 4 + 64 * 8
     assert (imported == 0) if warm == "warm" else (imported > 100)
+
+
+_SEAL_KERNELS = """
+import os, sys
+import pytest_kernelbench.config  # the server's preloads import it either way
+from pytest_kernelbench.judge import forkserver, fused
+if sys.argv[1] == "warm":
+    forkserver.preload_fused()
+    assert "TRITON_CACHE_DIR" not in os.environ  # the supervisor's first use sets it
+import torch
+before = set(sys.modules)
+kernels = fused._kernels()
+print(kernels is not None, len(set(sys.modules) - before), torch.cuda.is_initialized(), "triton-judge" in os.environ["TRITON_CACHE_DIR"])
+"""
+
+
+@pytest.mark.parametrize("warm", ["warm", "cold"])
+def test_a_gpu_judges_server_defines_the_seal_kernels_once_and_touches_no_device(warm):
+    """A GPU supervisor's first seal imported triton (0.2-0.3 s) in every evaluation; its fork server now does it before
+    forking (forkserver.preload_fused, with KB_PRELOAD_FUSED=1, which supervisor_env sets for a GPU judge), without
+    compiling anything or starting CUDA, and the kernels still compile into the judge's own cache folder."""
+    import subprocess
+    import sys
+
+    assert supervisor_env(EvalConfig(device="cuda")).get(forkserver.FUSED_ENV) == "1"
+    assert forkserver.FUSED_ENV not in supervisor_env(EvalConfig(device="cpu"))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_CACHE_DIR"}
+    out = subprocess.run([sys.executable, "-c", _SEAL_KERNELS, warm], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    defined, imported, cuda, judge_cache = out.stdout.split()
+    assert defined == "True" and cuda == "False" and judge_cache == "True"
+    assert (int(imported) == 0) if warm == "warm" else (int(imported) > 20), imported

@@ -102,6 +102,8 @@ def supervisor_env(config: EvalConfig) -> dict[str, str]:
     # seconds on CI's machine): every problem is measured there before its judge (footprint.py), and a GPU supervisor
     # sizes inputs for its memory admission
     env[forkserver.WARM_META_ENV] = "1"
+    if config.device == "cuda":
+        env[forkserver.FUSED_ENV] = "1"
     return env
 
 

@@ -20,6 +20,7 @@ closes (the parent is gone, however it died) and kills the children it still has
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -239,6 +240,7 @@ def _start_zygote() -> tuple:
 
 ZYGOTE_ENV = "KB_RUNNER_ZYGOTE"  # "0": every candidate runner is a fresh interpreter (a benchmark's baseline)
 WARM_META_ENV = "KB_WARM_META"  # "0": the judges this server forks never size inputs on the meta device (CPU judges)
+FUSED_ENV = "KB_PRELOAD_FUSED"  # "1": the judges this server forks judge on a GPU (triton and judge/fused.py's kernels)
 
 
 def warm_meta() -> None:
@@ -252,6 +254,18 @@ def warm_meta() -> None:
             torch.randn(2, 2), torch.randint(0, 2, (2,)), torch.arange(2), torch.empty(2).normal_()
     except Exception:  # noqa: BLE001 - only a cost later
         pass
+
+
+def preload_fused() -> None:
+    """A GPU supervisor seals and compares big outputs with judge/fused.py's Triton kernels: triton's import (0.2-0.3 s)
+    and their definitions, done once here instead of in every supervisor. Nothing compiles and no device is touched (a
+    child forked after CUDA started could not use it): that, and the cache folder, are the supervisor's first use."""
+    with contextlib.suppress(Exception):  # only a cost later
+        from ..config import default_cache_dir
+        from .fused import defined
+
+        defined()
+        default_cache_dir()  # the folder they compile into: its module imported (its value is the supervisor's to set)
 
 
 def serve() -> None:
@@ -268,6 +282,8 @@ def serve() -> None:
     _ZYGOTE.extend(_start_zygote())  # its imports run beside ours; held here, its socket open for every child
     if os.environ.get(WARM_META_ENV, "1") != "0":
         warm_meta()
+    if os.environ.get(FUSED_ENV) == "1":
+        preload_fused()
 
     def reply(line: str) -> None:
         os.write(reply_fd, (line + "\n").encode())

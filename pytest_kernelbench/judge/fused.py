@@ -25,15 +25,21 @@ MIN_ELEMENTS = 1 << 22  # 16 MB of float32: below this the PyTorch path is as fa
 BLOCK = 4096
 
 
-@functools.cache
 def _kernels() -> Any:
     """(digest, compare) Triton kernels, or None where triton is not there (never on a CPU-only judge) or
-    ``KB_FUSED_COMPARE=0`` turns them off (the PyTorch path for every output)."""
+    ``KB_FUSED_COMPARE=0`` turns them off (the PyTorch path for every output). They compile into the judge's cache."""
     from ..config import default_cache_dir
 
     if os.environ.get("KB_FUSED_COMPARE", "1") == "0":
         return None
     os.environ.setdefault("TRITON_CACHE_DIR", str(default_cache_dir() / "triton-judge"))
+    return defined()
+
+
+@functools.cache
+def defined() -> Any:
+    """The kernels' definitions (triton imported, nothing compiled, no device touched: a GPU judges' fork server makes
+    them once for every supervisor it forks), or None where triton is not there."""
     try:
         import triton
         import triton.language as tl

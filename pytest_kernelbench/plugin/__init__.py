@@ -135,7 +135,8 @@ def _build_session(config: pytest.Config) -> KernelBenchSession:
     values["timeout"] = _timeout(config)
     if values.get("trials", 1) < 1:
         raise KernelBenchUsageError("--trials must be at least 1")
-    eval_config = EvalConfig(device_index=_device_index(config), **values)
+    index = _device_index() if values["device"] == "cuda" else 0  # a CPU judge's worker never imports torch for it
+    eval_config = EvalConfig(device_index=index, **values)
     check_folders(eval_config)
     caps_gb()  # KB_CACHE_CAPS read now: a bad one is one line before any work
     _check_sandbox(eval_config)
@@ -204,7 +205,7 @@ def _item_arg(arg: str) -> str:
     return f"{ITEMS_MODULE if found.group(3) == 'kernel' else op_suite.OP_ITEMS_MODULE}{found.group(2)}"
 
 
-def _device_index(config: pytest.Config) -> int:
+def _device_index() -> int:
     """xdist workers spread over the visible GPUs: gw0 -> cuda:0, gw1 -> cuda:1, ..."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if not worker.startswith("gw"):
