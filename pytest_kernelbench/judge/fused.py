@@ -28,11 +28,12 @@ BLOCK = 4096
 def _kernels() -> Any:
     """(digest, compare) Triton kernels, or None where triton is not there (never on a CPU-only judge) or
     ``KB_FUSED_COMPARE=0`` turns them off (the PyTorch path for every output). They compile into the judge's cache."""
-    from ..config import default_cache_dir
-
     if os.environ.get("KB_FUSED_COMPARE", "1") == "0":
         return None
-    os.environ.setdefault("TRITON_CACHE_DIR", str(default_cache_dir() / "triton-judge"))
+    if "TRITON_CACHE_DIR" not in os.environ:  # called for every seal: the folder is worked out once
+        from ..config import default_cache_dir
+
+        os.environ["TRITON_CACHE_DIR"] = str(default_cache_dir() / "triton-judge")
     return defined()
 
 
