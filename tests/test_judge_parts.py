@@ -1162,3 +1162,24 @@ def test_a_round_wrong_with_work_left_off_its_stream_is_timed_again_call_by_call
     wrong, _ = timer(offstream=False, wrong=True)
     with pytest.raises(Verdict, match="values outside"):
         wrong.timed_round("timed round 1", False, False, keep=True)
+
+
+def test_a_gpu_runner_makes_its_cuda_context_as_it_starts_and_leaves_a_failure_to_setup():
+    """runner.start_cuda: the reference's runner (forked, ``cuda``) and the candidate's (``KB_RUNNER_CUDA``) make their
+    CUDA context before the supervisor asks, beside the supervisor's own, not one after the other; without an index none;
+    a failure is left for Setup to report."""
+    from types import SimpleNamespace
+
+    from pytest_kernelbench.judge.runner import start_cuda
+
+    calls = []
+    cuda = SimpleNamespace(set_device=lambda i: calls.append(("set", i)), synchronize=lambda i: calls.append(("sync", i)))
+    fake = SimpleNamespace(cuda=cuda)
+    start_cuda(fake, 1)
+    start_cuda(fake, None)
+    assert calls == [("set", 1), ("sync", 1)]
+
+    def refuse(index):
+        raise RuntimeError("no CUDA here")
+
+    start_cuda(SimpleNamespace(cuda=SimpleNamespace(set_device=refuse, synchronize=refuse)), 0)  # nothing raised

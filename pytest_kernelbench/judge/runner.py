@@ -500,17 +500,40 @@ def main(argv: list[str]) -> int:
     return serve(int(argv[1]), argv[2] if len(argv) > 2 else "")
 
 
-def serve(fd: int, scratch: str = "") -> int:
-    """Serve the supervisor on socket ``fd`` until it says exit (also the entry of a forked reference runner)."""
+EARLY_CUDA_ENV = "KB_RUNNER_CUDA"  # "N": this runner will judge on cuda:N (set by the supervisor for a GPU runner)
+
+
+def serve(fd: int, scratch: str = "", cuda: int | None = None) -> int:
+    """Serve the supervisor on socket ``fd`` until it says exit (also the entry of a forked reference runner, whose
+    ``cuda`` says the GPU it will judge on)."""
     import faulthandler
 
     faulthandler.enable()  # a segfault in the model leaves its Python stack in the runner's log
     import torch  # noqa: F401 - at once, while the supervisor is busy elsewhere (it may start us before it needs us)
 
+    start_cuda(torch, cuda if cuda is not None else _early_cuda())
+
     gc.freeze()  # torch's objects are never garbage: a phase's gc.collect (on_release) walks only what came since; no tensor yet
     channel = Channel.from_fd(fd)
     profiled(Runner(channel, Path(scratch) if scratch else Path.cwd()).serve, "runner")
     return 0
+
+
+def _early_cuda() -> int | None:
+    value = os.environ.get(EARLY_CUDA_ENV, "")
+    return int(value) if value.isdigit() else None
+
+
+def start_cuda(torch: Any, index: int | None) -> None:
+    """A GPU runner's CUDA context, made as soon as it runs, before the supervisor asks for anything: while the
+    supervisor makes its own and loads the problem (the reference's runner), or while the reference is judged (the
+    candidate's, started early). Made one after the other, they took 0.3-0.5 s each an evaluation on the H200 machines,
+    more with other judges making theirs. No candidate code has run; a failure here is left for Setup to report."""
+    if index is None:
+        return
+    with contextlib.suppress(Exception):
+        torch.cuda.set_device(index)
+        torch.cuda.synchronize(index)
 
 
 PROFILE_ENV = "KB_PROFILE_DIR"  # benchmarks only: cProfile the supervisor and the reference's runner into this folder

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import select
 import socket
@@ -24,7 +25,7 @@ from ..assignment import describe_exit, read_tail
 from ..cgroups import FROZEN_WAIT_S, Cgroup
 from ..footprint import tree_memory_default
 from ..procs import ProcessTree, descendants, strays, tree_cpu_seconds
-from ..runner import PROFILE_ENV, serve
+from ..runner import EARLY_CUDA_ENV, PROFILE_ENV, serve
 from ..sandbox import (
     SCRATCH,
     TIMING_ENV,
@@ -206,7 +207,9 @@ class Runners:
             try:
                 held = [side.channel.sock.fileno() for side in (self.reference, *self.spares) if side is not None]
                 held = [fd for fd in held if fd >= 0]  # the other runners' sockets
-                process = ForkedRunner(serve, scratch=scratch, log_path=log, pass_fd=theirs.fileno(), close_fds=[mine.fileno(), *held])
+                cuda = self.early_cuda if not tag else None  # a spare (a later pair's) waits for its turn
+                process = ForkedRunner(functools.partial(serve, cuda=cuda), scratch=scratch, log_path=log, pass_fd=theirs.fileno(),
+                                       close_fds=[mine.fileno(), *held])  # fmt: skip
             finally:
                 theirs.close()
             return Side("reference", Channel(mine), process, log, trusted=True)
@@ -235,6 +238,8 @@ class Runners:
         mounts.gpu_minor = ctx.pin.minor  # its GPU's device node alone, where known (judge/gpus.py)
         base = runner_env(dict(os.environ), scratch / "home", PACKAGE_ROOT, {})  # the zygote's too, if it has this one
         env = {**base, **extra_env}  # what runner_env(..., extra_env) gives
+        if side_name == "candidate" and self.early_cuda is not None:
+            env[EARLY_CUDA_ENV] = str(self.early_cuda)
         # Forked from the runner zygote: a build step, or a runner on the CPU. Not a runner on a GPU: there a forked
         # runner made threads after its timing core was set (OpenBLAS's pool, rebuilt after a fork on first use: "moved
         # back" in an honest candidate) and a profiled judge timed out (H200, 2026-11-29); a fresh interpreter there.
@@ -296,6 +301,14 @@ class Runners:
     def _memory_limit(self) -> int:
         gb = self.ctx.cfg.max_memory_gb
         return int(gb * 2**30) if gb > 0 else tree_memory_default()
+
+    @property
+    def early_cuda(self) -> int | None:
+        """The GPU whose CUDA context the reference's and the candidate's runners make as soon as they run (runner.start_cuda),
+        or None: not on a GPU, or ``KB_EARLY_CUDA=0``."""
+        if not self.ctx.on_gpu or os.environ.get("KB_EARLY_CUDA", "1") == "0":
+            return None
+        return self.ctx.device.index or 0
 
     @property
     def pin_cpu_runners(self) -> bool:
