@@ -108,8 +108,9 @@ def supervisor_env(config: EvalConfig) -> dict[str, str]:
 
 
 def start_ahead(config: EvalConfig) -> None:
-    """Start the fork server this process's judges will fork their supervisors from (it imports torch and sizes on the
-    meta device first: about 5 s on a GPU machine) now, while the session collects, not in the first item's time."""
+    """Start the fork server this process's judges will fork their supervisors from now, ahead of the first item: it
+    imports torch and sizes on the meta device before it serves (3-5 s; the first item of each xdist worker waited
+    4.4-6.5 s for it, on CPU and on the H200s)."""
     if config.worker_start == "forkserver":
         with contextlib.suppress(OSError):
             forkserver.server_for(supervisor_env(config))

@@ -251,6 +251,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("benchmark"):
         config.pluginmanager.register(benchmark_bridge, "kernelbench-benchmark-bridge")
         benchmark_bridge.narrow_table(config)
+    if hasattr(config, "workerinput") and not config.getoption("collectonly"):
+        from ..judge.controller import start_ahead
+
+        start_ahead(session.eval_config)  # an xdist worker judges: its fork server starts while it collects
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -405,7 +409,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         for problem, candidate in _planned(session, kb):
             remote.submit(problem, candidate)
         return
-    if session.items:  # this process judges: its fork server starts while the other workers collect
+    if session.items and not hasattr(config, "workerinput"):  # this process judges (a worker's started at configure)
         from ..judge.controller import start_ahead
 
         start_ahead(kb.eval_config)
