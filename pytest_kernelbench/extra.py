@@ -26,7 +26,7 @@ class Extra:
     pch: dict[str, Any] | None = None  # the shared precompiled headers the judge built for its build step
     # its .cu compiles, by header: "light" (torch/extension.h built as torch/types.h) or "fallback" (as written): build/light.py
     light_headers: dict[str, int] | None = None
-    fused_compare: Any = None  # the fused seal/compare kernels, warmed for big outputs
+    fused_compare: Any = None  # the fused seal/compare kernels warmed (on a GPU, beside the reference's set-up)
     cpu_check: str | None = None  # --device cpu-check: "nvcc", "cpu" or "triton-interpreter"
     scaled: list[Any] | None = None  # --device cpu-check: the problem's sizes scaled down
     skipped: str | None = None  # no verdict: this machine cannot judge it (the mode, the memory it needs: why)

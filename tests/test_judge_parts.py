@@ -1183,3 +1183,30 @@ def test_a_gpu_runner_makes_its_cuda_context_as_it_starts_and_leaves_a_failure_t
         raise RuntimeError("no CUDA here")
 
     start_cuda(SimpleNamespace(cuda=SimpleNamespace(set_device=refuse, synchronize=refuse)), 0)  # nothing raised
+
+
+def test_work_beside_the_supervisors_thread_gives_its_value_or_its_error_where_it_is_waited_for():
+    """evaluation._beside: a GPU supervisor loads the seal's Triton kernels in a thread of their own while it waits on
+    the reference's runner (fused.warm), and waits for them before any locked phase; what the work raised is raised
+    there, as it was when the work ran in line."""
+    import threading
+
+    from pytest_kernelbench.judge.supervisor.evaluation import _beside
+
+    started, release = threading.Event(), threading.Event()
+
+    def work():
+        started.set()
+        release.wait(10)
+        return threading.current_thread() is not threading.main_thread()
+
+    waited = _beside(work)
+    assert started.wait(10)  # running while this thread goes on
+    release.set()
+    assert waited() is True
+
+    def fails():
+        raise RuntimeError("no triton driver")
+
+    with pytest.raises(RuntimeError, match="no triton driver"):
+        _beside(fails)()

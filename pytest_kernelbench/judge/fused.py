@@ -87,14 +87,16 @@ def usable(t: Any) -> bool:
 
 def warm(device: Any, k1: int, k2: int) -> bool:
     """Compile (or load from the cache) both kernels on a small tensor, so that a locked phase does not; False
-    where triton is not there."""
+    where triton is not there. Safe from any thread (the supervisor runs it beside the reference's set-up)."""
     import torch
 
     if _kernels() is None:
         return False
-    x = torch.zeros(BLOCK + 16, dtype=torch.float32, device=device)
-    digest(x, k1, k2)
-    compare(x, x, k1, k2, 0.01)
+    with torch.cuda.device(device):  # Triton launches on the calling thread's device, which may be another thread's
+        x = torch.zeros(BLOCK + 16, dtype=torch.float32, device=device)
+        digest(x, k1, k2)
+        compare(x, x, k1, k2, 0.01)
+        torch.cuda.synchronize(device)
     return True
 
 

@@ -12,7 +12,9 @@ import math
 import os
 import resource
 import statistics
+import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,30 @@ from .problem import LocalProblem, SandboxedProblem
 from .record import Context, Status, Verdict
 from .sides import Runners
 from .timing import Timer
+
+
+def _beside(work: Callable[[], Any]) -> Callable[[], Any]:
+    """Start ``work`` in a thread of its own now; the call returned waits for it and gives its value (or raises what it
+    raised). For a GPU's first Triton launch (triton's driver, the cache, the module: 0.3-0.5 s an evaluation on the
+    H200s) while this thread waits on the reference's runner."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - raised again where it is waited for
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="kb-beside", daemon=True)
+    thread.start()
+
+    def result() -> Any:
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    return result
 
 
 class Evaluation:
@@ -105,10 +131,12 @@ class Evaluation:
             # and the reference runners of later process pairs (time_again), forked now too: idle until then, and alike
             for k in range(self.spares_wanted()):
                 runners.spares.append(runners.start_reference(tag=f"-{k + 2}"))
+        warmed = None
         if ctx.on_gpu:
             with self.found.split("reference.context"):  # this process's CUDA context
                 torch.cuda.set_device(ctx.device)
                 torch.cuda.init()
+            warmed = _beside(lambda: fused.warm(ctx.device, self.timer.sealer.k1, self.timer.sealer.k2))
         with self.found.split("reference.problem"):
             if self.cfg.problem_sandbox:
                 ctx.problem = SandboxedProblem(ctx, runners, self.buffers)
@@ -122,6 +150,9 @@ class Evaluation:
             self.launch_early()
         with self.found.split("reference.setup"):  # its runner's CUDA context, the problem's Model built there
             self.ready_reference()
+        if warmed is not None:  # the seal's kernels, loaded (or compiled) beside the above: here before any locked phase
+            with self.found.split("reference.fused_warm"):
+                self.found.extra.fused_compare = warmed()
         big = self.cfg.mode != "eager" and ctx.on_gpu and ctx.problem.input_bytes() > WARMUP_UNLOCKED_BYTES
         locked = self.cfg.mode == "eager" or big
         with self.buffers.phase("reference") if locked else contextlib.nullcontext():
@@ -129,9 +160,6 @@ class Evaluation:
             if ctx.on_gpu:  # before any candidate code runs: the GPU is ours and the reference's
                 with self.found.split("reference.probe_floor"):
                     self.device.quiet_s = self.device.probe_floor()
-        if ctx.on_gpu and ctx.fp.io_bytes[1] >= fused.MIN_ELEMENTS * 4:  # big outputs: seals, comparisons
-            with self.found.split("reference.fused_warm"):  # compiled (or loaded) now, not in a locked phase
-                self.found.extra.fused_compare = fused.warm(ctx.device, self.timer.sealer.k1, self.timer.sealer.k2)
 
     def ready_reference(self) -> None:
         """The reference's runner set up, the problem's Model loaded in it and built (the seeded weights)."""
