@@ -251,7 +251,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("benchmark"):
         config.pluginmanager.register(benchmark_bridge, "kernelbench-benchmark-bridge")
         benchmark_bridge.narrow_table(config)
-    if hasattr(config, "workerinput") and not config.getoption("collectonly"):
+    if hasattr(config, "workerinput") and not config.getoption("collectonly") and not config.getoption("kb_ray_address", None):
         from ..judge.controller import start_ahead
 
         start_ahead(session.eval_config)  # an xdist worker judges: its fork server starts while it collects

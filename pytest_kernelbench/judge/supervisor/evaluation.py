@@ -5,6 +5,7 @@ runner processes while the statistics ask (:func:`..stats.another_pair`). :func:
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import gc
 import json
@@ -12,7 +13,6 @@ import math
 import os
 import resource
 import statistics
-import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -45,24 +45,10 @@ def _beside(work: Callable[[], Any]) -> Callable[[], Any]:
     """Start ``work`` in a thread of its own now; the call returned waits for it and gives its value (or raises what it
     raised). For a GPU's first Triton launch (triton's driver, the cache, the module: 0.3-0.5 s an evaluation on the
     H200s) while this thread waits on the reference's runner."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = work()
-        except BaseException as exc:  # noqa: BLE001 - raised again where it is waited for
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, name="kb-beside", daemon=True)
-    thread.start()
-
-    def result() -> Any:
-        thread.join()
-        if "error" in box:
-            raise box["error"]
-        return box.get("value")
-
-    return result
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kb-beside")
+    future = pool.submit(work)
+    pool.shutdown(wait=False)  # the work runs on; the thread ends with it
+    return future.result
 
 
 class Evaluation:
