@@ -57,6 +57,10 @@ def test_baseline_is_correct_with_speedup_near_one():
     # nothing to build: the candidate's runner started beside the reference, and the reference's exclusive phase did
     # not wait at its end for that runner to finish importing torch (it was asked nothing yet: ~1.3 s here, 1.2 s H100)
     assert result.extra.runner_early and result.extra.split_s["reference.end"] < 0.5
+    # ... started first, before the problem is loaded here (and, on a GPU, this process's CUDA context is made): its
+    # import was what the candidate's first stage waited on (x2, 100 level-1 items: runner_start 1.1 s an item)
+    parts = list(result.extra.split_s)
+    assert parts.index("reference.launch") < parts.index("reference.problem") < parts.index("reference.setup"), parts
 
 
 SLEEPY_PROBLEM = """

@@ -1165,9 +1165,8 @@ def test_a_round_wrong_with_work_left_off_its_stream_is_timed_again_call_by_call
 
 
 def test_a_gpu_runner_makes_its_cuda_context_as_it_starts_and_leaves_a_failure_to_setup():
-    """runner.start_cuda: the reference's runner (forked, ``cuda``) and the candidate's (``KB_RUNNER_CUDA``) make their
-    CUDA context before the supervisor asks, beside the supervisor's own, not one after the other; without an index none;
-    a failure is left for Setup to report."""
+    """runner.start_cuda: the candidate's runner (``KB_RUNNER_CUDA``) makes its CUDA context before the supervisor asks,
+    while the reference is judged; without an index none; a failure is left for Setup to report."""
     from types import SimpleNamespace
 
     from pytest_kernelbench.judge.runner import start_cuda

@@ -503,15 +503,14 @@ def main(argv: list[str]) -> int:
 EARLY_CUDA_ENV = "KB_RUNNER_CUDA"  # "N": this runner will judge on cuda:N (set by the supervisor for a GPU runner)
 
 
-def serve(fd: int, scratch: str = "", cuda: int | None = None) -> int:
-    """Serve the supervisor on socket ``fd`` until it says exit (also the entry of a forked reference runner, whose
-    ``cuda`` says the GPU it will judge on)."""
+def serve(fd: int, scratch: str = "") -> int:
+    """Serve the supervisor on socket ``fd`` until it says exit (also the entry of a forked reference runner)."""
     import faulthandler
 
     faulthandler.enable()  # a segfault in the model leaves its Python stack in the runner's log
     import torch  # noqa: F401 - at once, while the supervisor is busy elsewhere (it may start us before it needs us)
 
-    start_cuda(torch, cuda if cuda is not None else _early_cuda())
+    start_cuda(torch, _early_cuda())  # the candidate's runner, on a GPU (Runners.early_cuda)
 
     gc.freeze()  # torch's objects are never garbage: a phase's gc.collect (on_release) walks only what came since; no tensor yet
     channel = Channel.from_fd(fd)
@@ -525,10 +524,10 @@ def _early_cuda() -> int | None:
 
 
 def start_cuda(torch: Any, index: int | None) -> None:
-    """A GPU runner's CUDA context, made as soon as it runs, before the supervisor asks for anything: while the
-    supervisor makes its own and loads the problem (the reference's runner), or while the reference is judged (the
-    candidate's, started early). Made one after the other, they took 0.3-0.5 s each an evaluation on the H200 machines,
-    more with other judges making theirs. No candidate code has run; a failure here is left for Setup to report."""
+    """The candidate's runner's CUDA context, made as soon as it has imported torch, before the supervisor asks for
+    anything: while the reference is judged (it is started at the evaluation's start, Evaluation.launch_early). A
+    context took 0.3-0.5 s on the H200 machines, more with other judges making theirs. No candidate code has run; a
+    failure here is left for Setup to report."""
     if index is None:
         return
     with contextlib.suppress(Exception):

@@ -117,6 +117,10 @@ class Evaluation:
             # and the reference runners of later process pairs (time_again), forked now too: idle until then, and alike
             for k in range(self.spares_wanted()):
                 runners.spares.append(runners.start_reference(tag=f"-{k + 2}"))
+        if not self.cfg.problem_sandbox:
+            runners.resolve_sandbox()
+        with self.found.split("reference.launch"):  # the candidate's runner imports torch while all below is done
+            self.launch_early()
         warmed = None
         if ctx.on_gpu:
             with self.found.split("reference.context"):  # this process's CUDA context
@@ -130,10 +134,7 @@ class Evaluation:
                 if ctx.cpu_check:
                     self.scale_problem()
                 ctx.problem = LocalProblem(ctx, ctx.spec.problem_path)
-                runners.resolve_sandbox()
             self.init_values = ctx.problem.init_values(self.cfg.seed)
-        with self.found.split("reference.launch"):
-            self.launch_early()
         with self.found.split("reference.setup"):  # its runner's CUDA context, the problem's Model built there
             self.ready_reference()
         if warmed is not None:  # the seal's kernels, loaded (or compiled) beside the above: here before any locked phase

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import os
 import select
 import socket
@@ -207,8 +206,7 @@ class Runners:
             try:
                 held = [side.channel.sock.fileno() for side in (self.reference, *self.spares) if side is not None]
                 held = [fd for fd in held if fd >= 0]  # the other runners' sockets
-                cuda = self.early_cuda if not tag else None  # a spare (a later pair's) waits for its turn
-                process = ForkedRunner(functools.partial(serve, cuda=cuda), scratch=scratch, log_path=log, pass_fd=theirs.fileno(),
+                process = ForkedRunner(serve, scratch=scratch, log_path=log, pass_fd=theirs.fileno(),
                                        close_fds=[mine.fileno(), *held])  # fmt: skip
             finally:
                 theirs.close()
@@ -304,8 +302,10 @@ class Runners:
 
     @property
     def early_cuda(self) -> int | None:
-        """The GPU whose CUDA context the reference's and the candidate's runners make as soon as they run (runner.start_cuda),
-        or None: not on a GPU, or ``KB_EARLY_CUDA=0``."""
+        """The GPU whose CUDA context the candidate's runner makes as soon as it has imported torch (runner.start_cuda), or
+        None: not on a GPU, or ``KB_EARLY_CUDA=0``. Not the reference's runner: made beside the supervisor's own, its
+        context slowed that one and the seal's kernels' loading more than it saved (x2, 100 level-1 items at -n 4:
+        the reference stage 148 s summed with it, 134 s without; docs/performance.md, "Two GPUs")."""
         if not self.ctx.on_gpu or os.environ.get("KB_EARLY_CUDA", "1") == "0":
             return None
         return self.ctx.device.index or 0
