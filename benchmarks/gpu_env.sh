@@ -11,5 +11,7 @@ record_device() {  # extra commands to record may follow, e.g. record_device npr
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
     python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
     date -u +%Y-%m-%dT%H:%MZ
+    lscpu 2>/dev/null | grep -E "^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)):" | tr -s " "
+    echo "last core's SMT siblings: $(cat /sys/devices/system/cpu/cpu$(($(nproc) - 1))/topology/thread_siblings_list 2>/dev/null)"
     if (($#)); then "$@"; fi; } | tee "$out/device.txt"
 }

@@ -870,20 +870,49 @@ def test_the_orphans_a_runner_leaves_behind_are_found_and_stopped_with_its_tree(
     assert run.stdout.split() == ["2", "['T',", "'T']", "False", "False", "False"], run.stdout
 
 
-def test_a_gpu_timing_core_is_one_per_device_and_none_on_a_small_machine():
+def test_a_gpu_timing_core_is_one_per_device_and_none_on_a_small_machine(tmp_path):
     from pytest_kernelbench.judge.cores import MIN_CORES, timing_core
 
-    assert timing_core(0, set(range(MIN_CORES - 1))) is None
-    assert timing_core(0, {0, 1, 2, 5, 7}) == 7 and timing_core(1, {0, 1, 2, 5, 7}) == 5
-    assert timing_core(0, set()) is None
+    no_topology = str(tmp_path)  # every core a physical core of its own
+    assert timing_core(0, set(range(MIN_CORES - 1)), no_topology) is None
+    assert timing_core(0, {0, 1, 2, 5, 7}, no_topology) == 7 and timing_core(1, {0, 1, 2, 5, 7}, no_topology) == 5
+    assert timing_core(0, set(), no_topology) is None
 
 
-def test_build_steps_on_a_gpu_machine_keep_off_every_gpus_timing_core():
+def test_build_steps_on_a_gpu_machine_keep_off_every_gpus_timing_core(tmp_path):
     from pytest_kernelbench.judge.cores import MIN_CORES, build_cores
 
-    assert build_cores(1, set(range(16))) == set(range(15)) and build_cores(2, set(range(16))) == set(range(14))
-    assert build_cores(1, {0, 1, 2, 5, 7}) == {0, 1, 2, 5}
-    assert build_cores(1, set(range(MIN_CORES - 1))) is None and build_cores(0, set(range(16))) is None  # nothing set aside
+    no_topology = str(tmp_path)
+    assert build_cores(1, set(range(16)), no_topology) == set(range(15))
+    assert build_cores(2, set(range(16)), no_topology) == set(range(14))
+    assert build_cores(1, {0, 1, 2, 5, 7}, no_topology) == {0, 1, 2, 5}
+    assert build_cores(1, set(range(MIN_CORES - 1)), no_topology) is None
+    assert build_cores(0, set(range(16)), no_topology) is None  # nothing set aside
+
+
+def _smt_topology(root, pairs):
+    for pair in pairs:
+        for core in pair:
+            folder = root / f"cpu{core}" / "topology"
+            folder.mkdir(parents=True)
+            (folder / "thread_siblings_list").write_text(",".join(map(str, pair)) + "\n")
+    return str(root)
+
+
+@pytest.mark.parametrize("layout", ["neighbours", "halves"])
+def test_two_gpus_timing_cores_are_on_physical_cores_of_their_own_and_builds_keep_off_their_siblings(tmp_path, layout):
+    """With SMT, two logical cores share one physical core: the two GPUs' timing cores are never siblings (their timed
+    calls would be dispatched from one core), and no build step runs on a timing core's sibling."""
+    from pytest_kernelbench.judge.cores import build_cores, siblings, timing_core
+
+    pairs = [(2 * i, 2 * i + 1) for i in range(8)] if layout == "neighbours" else [(i, i + 8) for i in range(8)]
+    sys_cpu = _smt_topology(tmp_path, pairs)
+    cores = set(range(16))
+    first, second = timing_core(0, cores, sys_cpu), timing_core(1, cores, sys_cpu)
+    assert first == 15 and second == (13 if layout == "neighbours" else 14)
+    assert siblings(first, sys_cpu) != siblings(second, sys_cpu)
+    kept_off = siblings(first, sys_cpu) | siblings(second, sys_cpu)
+    assert build_cores(2, cores, sys_cpu) == cores - kept_off and len(kept_off) == 4
 
 
 def test_the_gpus_a_build_step_keeps_off_are_counted_without_cuda(tmp_path):

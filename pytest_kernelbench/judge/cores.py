@@ -33,6 +33,7 @@ MIN_CORES = 4  # fewer: no core is set aside (a 2-core machine's builds and judg
 # kernels finishing and its sync returning, which read as work off the call's stream and was charged to the call (the
 # same matmul judged against itself beside 15 hogs on a 16-core H200 machine: 0.79x, 18 of 33 calls "off-stream").
 TIMING_NICE = -20
+CPU_DIR = "/sys/devices/system/cpu"  # the kernel's CPU topology (SMT siblings)
 
 
 def allowed() -> set[int]:
@@ -40,14 +41,43 @@ def allowed() -> set[int]:
     return set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
 
 
-def timing_core(device_index: int, cores: set[int] | None = None) -> int | None:
-    """The core a GPU's timed phases run on: one per device, counted from the last allowed core (the first ones are
-    where most other work starts). None where fewer than MIN_CORES are allowed, or off Linux."""
+def physical(cores: set[int], cpu_dir: str = CPU_DIR) -> list[set[int]]:
+    """``cores`` grouped by the physical core they share (SMT siblings, from the kernel's topology files), the group of
+    the highest core first; each core alone where the topology is not known."""
+    groups: dict[frozenset[int], set[int]] = {}
+    for core in sorted(cores, reverse=True):
+        groups.setdefault(siblings(core, cpu_dir), set()).add(core)
+    return list(groups.values())
+
+
+def siblings(core: int, cpu_dir: str = CPU_DIR) -> frozenset[int]:
+    """The logical cores of ``core``'s physical core, itself included (``{core}`` where the kernel does not say)."""
+    for name in ("core_cpus_list", "thread_siblings_list"):
+        with contextlib.suppress(OSError, ValueError):
+            found = _cpu_list(open(os.path.join(cpu_dir, f"cpu{core}", "topology", name)).read())
+            if core in found:
+                return frozenset(found)
+    return frozenset({core})
+
+
+def _cpu_list(text: str) -> set[int]:
+    """The kernel's CPU list format: ``0-3,8,10-11``."""
+    found: set[int] = set()
+    for part in filter(None, text.strip().split(",")):
+        first, _, last = part.partition("-")
+        found.update(range(int(first), int(last or first) + 1))
+    return found
+
+
+def timing_core(device_index: int, cores: set[int] | None = None, cpu_dir: str = CPU_DIR) -> int | None:
+    """The core a GPU's timed phases run on: one per device, each on a physical core of its own, counted from the last
+    allowed core (the first ones are where most other work starts). None where fewer than MIN_CORES are allowed, or off
+    Linux. Two GPUs' timing cores on SMT siblings would dispatch their timed calls from one physical core."""
     cores = allowed() if cores is None else cores
     if len(cores) < MIN_CORES:
         return None
-    ordered = sorted(cores)
-    return ordered[-1 - device_index % len(ordered)]
+    groups = physical(cores, cpu_dir)
+    return max(groups[device_index % len(groups)])
 
 
 def visible_gpus(environ: dict[str, str] | None = None, dev: str = "/dev") -> int:
@@ -57,13 +87,14 @@ def visible_gpus(environ: dict[str, str] | None = None, dev: str = "/dev") -> in
     return len(glob.glob(os.path.join(dev, "nvidia[0-9]*"))) if entries is None else len(entries)
 
 
-def build_cores(devices: int, cores: set[int] | None = None) -> set[int] | None:
-    """The cores a GPU machine's build steps run on: every allowed core but the ``devices`` GPUs' timing cores. On one
-    H200 of 16 cores, 14 compilers at a time shared the timing core with the timed calls, whose dispatch then varied
-    enough that most level-3 timings ran to ``max_time`` (docs/performance.md). None where no core is set aside."""
+def build_cores(devices: int, cores: set[int] | None = None, cpu_dir: str = CPU_DIR) -> set[int] | None:
+    """The cores a GPU machine's build steps run on: every allowed core but the ``devices`` GPUs' timing cores and their
+    SMT siblings. On one H200 of 16 cores, 14 compilers at a time shared the timing core with the timed calls, whose
+    dispatch then varied enough that most level-3 timings ran to ``max_time`` (docs/performance.md). None where no core
+    is set aside."""
     cores = allowed() if cores is None else cores
-    timing = {core for core in (timing_core(i, cores) for i in range(devices)) if core is not None}
-    rest = cores - timing
+    timing = {core for core in (timing_core(i, cores, cpu_dir) for i in range(devices)) if core is not None}
+    rest = cores - {sibling for core in timing for sibling in siblings(core, cpu_dir)}
     return rest if timing and rest else None
 
 
