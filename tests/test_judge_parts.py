@@ -1238,3 +1238,40 @@ def test_work_beside_the_supervisors_thread_gives_its_value_or_its_error_where_i
 
     with pytest.raises(RuntimeError, match="no triton driver"):
         _beside(fails)()
+
+
+def _hold_build_lock(root: Path, key: str, seconds: float) -> subprocess.Popen:
+    """Another process (a pool's build step) holding a build folder's lock for ``seconds``; returns once it holds it."""
+    code = ("import sys, time\nfrom filelock import FileLock\nlock = FileLock(sys.argv[1]); lock.acquire()\n"
+            "print('held', flush=True); time.sleep(float(sys.argv[2]))")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", code, str(root / f"{key}.lock"), str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_build_in_flight_is_not_waited_for_at_the_start_of_a_judgment_and_a_finished_one_briefly(tmp_path):
+    """build.cache.finished_build (the candidate's runner started early): a folder with no library yet, its build in
+    flight holding the lock, is given up at once, not after the whole wait; one with a library is waited for while
+    a pool's step holds it for moments, and given up where the lock is held past the wait."""
+    from pytest_kernelbench.build.cache import finished_build
+
+    holder = _hold_build_lock(tmp_path, "inflight", 30)
+    try:
+        started = time.monotonic()
+        assert finished_build(tmp_path, "inflight", 2.0) is None
+        assert time.monotonic() - started < 1.0
+    finally:
+        holder.kill()
+        holder.wait()
+    library = tmp_path / "done" / "ext" / "ext.so"
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"\0")
+    holder = _hold_build_lock(tmp_path, "done", 0.5)
+    assert finished_build(tmp_path, "done", 5.0) == tmp_path / "done"
+    holder.wait()
+    holder = _hold_build_lock(tmp_path, "done", 30)
+    try:
+        assert finished_build(tmp_path, "done", 0.3) is None
+    finally:
+        holder.kill()
+        holder.wait()

@@ -36,17 +36,12 @@ class Builder:
         return self.runners.launch(self.candidate_env(folder), "runner.log", mounts)
 
     def cached_build(self) -> Path | None:
-        """The candidate's build folder if a finished build is there now. A build in flight is not (it holds the folder's
-        lock for minutes); a pool's build step that only finds the folder cached holds it for moments, hence a short wait
-        (without it a re-judge, pool on, started one runner late: CI rehearsal at 15d79a4)."""
-        from ...build.cache import BuildFolder
+        """The candidate's build folder if a finished build is there now (build.cache.finished_build: a short wait for
+        a pool's build step that only finds it cached; without it a re-judge, pool on, started one runner late: CI
+        rehearsal at 15d79a4)."""
+        from ...build.cache import finished_build
 
-        folder = BuildFolder(self.ctx.cfg.build_dir, self.build_key(), timeout=CACHED_BUILD_WAIT_S)
-        try:
-            with folder:
-                return folder.path if folder.cached else None
-        except Timeout:
-            return None
+        return finished_build(self.ctx.cfg.build_dir, self.build_key(), CACHED_BUILD_WAIT_S)
 
     def build(self) -> Path:
         """The sandboxed build step: import the candidate with only its own build folder writable."""
