@@ -304,8 +304,9 @@ class Runners:
     def early_cuda(self) -> int | None:
         """The GPU whose CUDA context the candidate's runner makes as soon as it has imported torch (runner.start_cuda), or
         None: not on a GPU, or ``KB_EARLY_CUDA=0``. Not the reference's runner: made beside the supervisor's own, its
-        context slowed that one and the seal's kernels' loading more than it saved (x2, 100 level-1 items at -n 4:
-        the reference stage 148 s summed with it, 134 s without; docs/performance.md, "Two GPUs")."""
+        context slowed that one and the seal's kernels' loading more than it saved (x2, 100 level-1 items at -n 4, both
+        runners' contexts made early: the reference stage 148 s summed, 134 s with neither; docs/performance.md, "Two
+        GPUs"). Whether the candidate's own early context pays was not measured apart (KB_EARLY_CUDA=0 against it)."""
         if not self.ctx.on_gpu or os.environ.get("KB_EARLY_CUDA", "1") == "0":
             return None
         return self.ctx.device.index or 0
