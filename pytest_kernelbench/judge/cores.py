@@ -41,7 +41,7 @@ def allowed() -> set[int]:
     return set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
 
 
-def physical(cores: set[int], cpu_dir: str = CPU_DIR) -> list[set[int]]:
+def physical_cores(cores: set[int], cpu_dir: str = CPU_DIR) -> list[set[int]]:
     """``cores`` grouped by the physical core they share (SMT siblings, from the kernel's topology files), the group of
     the highest core first; each core alone where the topology is not known."""
     groups: dict[frozenset[int], set[int]] = {}
@@ -76,7 +76,7 @@ def timing_core(device_index: int, cores: set[int] | None = None, cpu_dir: str =
     cores = allowed() if cores is None else cores
     if len(cores) < MIN_CORES:
         return None
-    groups = physical(cores, cpu_dir)
+    groups = physical_cores(cores, cpu_dir)
     return max(groups[device_index % len(groups)])
 
 
