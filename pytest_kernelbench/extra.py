@@ -20,6 +20,8 @@ class Extra:
     runner_start: str | None = None  # how the candidate's runner started: "zygote" (forked, judge/zygote.py) or "interpreter: why"
     runner_early: bool | None = None  # the candidate's runner started while the reference worked
     build_cached: bool | None = None  # its build folder was in the cache
+    # its module used the GPU as it was imported: its build step ran again with the GPU, the device lock shared (judge/gpuless.py)
+    build_with_gpu: bool | None = None
     build_slot: int | None = None  # the machine's build slot its build held (locking.build_slot)
     build_cores: int | None = None  # GPU: how many cores its build step ran on, the timing cores set aside (cores.build_cores)
     build_slot_wait_s: float | None = None  # seconds it waited for one (charged to no one)

@@ -255,6 +255,24 @@ def test_a_build_step_compiles_off_the_timing_cores(tmp_path):
     assert visible_gpus() >= torch.cuda.device_count()  # counted without CUDA: each GPU's timing core set aside
 
 
+@pytest.mark.parametrize("uses", [False, True], ids=["asks its architecture", "makes a CUDA tensor"])
+def test_a_build_step_has_no_gpu_and_builds_again_with_it_under_the_lock_where_the_module_used_it(tmp_path, uses):
+    """judge/gpuless.py: a module imported in a build step (no device lock held) cannot launch kernels beside another
+    judge's timing. One that asks for the GPU's architecture as it is imported (4 of the 90 PIKE files) is answered and
+    built there; one that makes a CUDA tensor is built again with the GPU, holding the device lock shared."""
+    source = (DATA / "cpu_check" / "candidates" / "cuda_relu.py").read_text()
+    asks = "ARCH = torch.cuda.get_device_capability()\nassert torch.cuda.is_available()\n"
+    top = "WARM = torch.ones(1, device='cuda')\n" if uses else asks
+    source = source.replace("cuda_source = r", top + "cuda_source = r", 1)
+    from pytest_kernelbench.candidates import Candidate
+
+    config = EvalConfig(device="cuda", timeout=300, build_dir=str(tmp_path))
+    result = evaluate(tiny_problem(), Candidate(source, "", "gpu-at-import"), config)
+    assert result.outcome is Outcome.CORRECT, result.message
+    assert bool(result.extra.build_with_gpu) is uses, result.extra
+    assert ("compile" in (result.extra.lock_held_s or {})) is uses  # the second build step, the device lock held shared
+
+
 def test_illegal_memory_access_is_a_result_and_the_next_candidate_starts_clean():
     _, bad = _gpu_judge("illegal_address")
     assert bad.outcome is Outcome.RUNTIME_ERROR, bad.message

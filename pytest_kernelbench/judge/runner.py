@@ -158,11 +158,17 @@ class Runner:
         sys.modules[name] = module
         if req.build_only:  # compilers (nvcc, inherited) behind every judge's own processes: their calls are timed
             os.nice(build_nice(req.build_rank))
+            from . import gpuless  # the standard library only
+
+            if os.environ.get(gpuless.ENV):  # no GPU here: what the module asks of it, answered from the real one's
+                gpuless.install(self.torch, os.environ[gpuless.ENV])
         if req.compile_only:
             from .compile_only import compile_only  # torch and the standard library only
 
             compile_only()
         spec.loader.exec_module(module)
+        if self.clocks is not None:  # device work the import queued ends inside the request (its shared phase)
+            self.clocks.sync()
         if req.build_only and not req.compile_only:
             return p.reply(p.Done)
         cls = getattr(module, req.class_name, None)

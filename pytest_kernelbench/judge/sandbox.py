@@ -162,6 +162,7 @@ class Mounts:
     overlay: list[Path] = dataclasses.field(default_factory=list)  # writes go to a throw-away layer
     masks: list[Path] = dataclasses.field(default_factory=list)  # hidden behind an empty folder
     gpu_minor: int | None = None  # of the GPUs' device nodes, /dev/nvidia<gpu_minor> alone (None: every one)
+    gpu: bool = True  # False: no GPU device node at all (a build step: judge/gpuless.py)
 
 
 def runtime_paths() -> list[Path]:
@@ -188,7 +189,7 @@ def bwrap_command(info: SandboxInfo, argv: list[str], mounts: Mounts, scratch: P
     cmd = [info.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--unshare-net",
            "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--new-session",
            "--cap-drop", "ALL"]  # fmt: skip
-    for name in device_nodes(os.listdir("/dev"), mounts.gpu_minor):
+    for name in device_nodes(os.listdir("/dev"), mounts.gpu_minor) if mounts.gpu else []:
         cmd += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
     for path in mounts.masks:
         if path.is_dir():

@@ -15,18 +15,19 @@ from pathlib import Path
 import torch
 from filelock import Timeout
 
-from .. import cores
+from .. import cores, gpuless
 from .. import protocol as p
 from ..locking import build_slot
 from ..sandbox import Mounts
-from .plan import CACHED_BUILD_WAIT_S, CHECK_ARCH, JIT_CACHE_BYTES, PCH_WAIT_S
+from .device import Device
+from .plan import ADMISSION_MARGIN_BYTES, CACHED_BUILD_WAIT_S, CHECK_ARCH, JIT_CACHE_BYTES, PCH_WAIT_S
 from .record import Context, Verdict
 from .sides import Runners, Side
 
 
 class Builder:
-    def __init__(self, ctx: Context, runners: Runners):
-        self.ctx, self.runners = ctx, runners
+    def __init__(self, ctx: Context, runners: Runners, device: Device):
+        self.ctx, self.runners, self.device = ctx, runners, device
         self._jit: Path | None = None  # this source's Triton and inductor caches (jit_cache)
         self._key: str | None = None  # build_key()
 
@@ -73,6 +74,20 @@ class Builder:
             yield
 
     def _build_in(self, path: Path) -> None:
+        """The build step, on a GPU without the GPU (judge/gpuless.py); again with it, holding the device lock shared,
+        where the candidate's module used the device as it was imported."""
+        try:
+            self._step(path, gpu=not self.ctx.on_gpu)
+        except Verdict as verdict:
+            if self.ctx.on_gpu and verdict.outcome == "compile_error" and gpuless.wanted(verdict.message):
+                self.ctx.found.extra.build_with_gpu = True
+                with self.device.hold("compile", shared=True, need=ADMISSION_MARGIN_BYTES):
+                    self._step(path, gpu=True)
+                    self.device.close_phase()
+                return
+            raise
+
+    def _step(self, path: Path, gpu: bool) -> None:
         from ...build.pch import Requests
 
         ctx, runners = self.ctx, self.runners
@@ -80,10 +95,13 @@ class Builder:
         wanted = path / "pch-wanted.jsonl"
         step_env = {**self.candidate_env(path, jit=False), "KB_PCH_WANTED": str(wanted),
                     "KB_PCH_WAIT": f"{min(PCH_WAIT_S, ctx.remaining() / 4):.0f}"}  # fmt: skip
+        if not gpu:  # what its module asks of the GPU, answered (judge/gpuless.py)
+            step_env[gpuless.ENV] = gpuless.describe(torch, ctx.device)
         if env.get("CXX") and ctx.cfg.pch_dir != "off":  # served while the step runs: Runners.wait polls it
             runners.pch = Requests(Path(ctx.cfg.pch_dir), wanted)
         # set up on the CPU: a build needs no CUDA context (0.5 s and a context switch on a GPU another judge times)
-        builder = runners.set_up(runners.launch(step_env, "build.log", Mounts(writable=[path]), side_name="build"), device="cpu")
+        mounts = Mounts(writable=[path], gpu=gpu)
+        builder = runners.set_up(runners.launch(step_env, "build.log", mounts, side_name="build"), device="cpu")
         self._off_timing_cores(builder)
         try:
             load = p.Load(ctx.source, "kb_candidate.py", build_only=True, build_rank=ctx.spec.build_rank,

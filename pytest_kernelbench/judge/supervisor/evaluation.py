@@ -58,7 +58,7 @@ class Evaluation:
         self.device = Device(ctx)
         self.runners = Runners(ctx, self.device)
         self.buffers = Buffers(ctx, self.runners, self.device)
-        self.builder = Builder(ctx, self.runners)
+        self.builder = Builder(ctx, self.runners, self.device)
         self.timer = Timer(ctx, self.runners, self.buffers, self.device)
         self.needs_build = builds_extension(ctx.source)
         self.folder: Path | None = None  # the candidate's build folder (its runners bind it), once built or found cached
@@ -205,17 +205,12 @@ class Evaluation:
             self.builder.build()
 
     def compile(self) -> None:
-        """Build the candidate's extension in a sandboxed build step, then import it in its runner."""
+        """Build the candidate's extension in a sandboxed build step, then set its runner up (:meth:`init` imports it)."""
         self.ctx.status.enter("compile")
         self.folder = self.builder.build() if self.needs_build else None
         if self.runners.candidate is None:  # not started early (launch_early)
             self.runners.candidate = self.builder.launch_runner(self.folder)
-        self.load_candidate()
-
-    def load_candidate(self) -> None:
-        """The candidate's runner set up, and its ``ModelNew`` imported there (its build folder bound)."""
-        candidate = self.runners.set_up(self.runners.candidate)
-        self.runners.ask(candidate, p.Load(self.ctx.source, "kb_candidate.py", "ModelNew"), p.Done)
+        self.runners.set_up(self.runners.candidate)
 
     # -------------------------------------------------------------- --device cpu-check (no GPU)
 
@@ -259,8 +254,16 @@ class Evaluation:
     # -------------------------------------------------------------- the candidate's calls
 
     def init(self) -> None:
-        new = self.runners.candidate
+        """The candidate's module imported in its runner (its build folder bound; the ``compile`` stage's last part), then
+        its ``ModelNew`` built, both in one shared phase: code a module runs as it is imported may use the device as
+        much as a call may, and the runner waits for that work before it answers (Runner.on_load), so none of it
+        runs beside another judge's timing (docs/judge.md, "The device lock")."""
+        new, status = self.runners.candidate, self.ctx.status
         with self.buffers.phase("init", shared=True):
+            status.enter("compile")
+            with self.found.split("init.load"):
+                self.runners.ask(new, p.Load(self.ctx.source, "kb_candidate.py", "ModelNew"), p.Done)
+            status.enter("init")
             self.runners.ask(new, p.Init(self.buffers.encode(new, self.init_values).args, self.cfg.seed, self.cfg.ref_mode), p.Done)
 
     def warm_up(self, before_time: bool = False) -> None:
@@ -420,7 +423,7 @@ class Evaluation:
             runners.reference = spare or runners.start_reference(fork=False, tag=f"-{len(self.pairs) + 1}")
             self.ready_reference()
             status.enter("compile")
-            self.load_candidate()
+            runners.set_up(runners.candidate)
             self.init()
             self.warm_up(before_time=True)
             self.timer.time()
