@@ -28,6 +28,7 @@ CONDITIONS = {  # name: (environment, --kb-sandbox)
     "no-cgroup": ({"KB_CGROUPS": "0"}, "auto"),
     "no-bwrap": ({"KB_CGROUPS": "0"}, "off"),
     "no-timing-core": ({"KB_TIMING_CORE": "0"}, "auto"),
+    "reference-cgroup": ({"KB_REFERENCE_CGROUP": "1"}, "auto"),  # the reference's runner in a cgroup too
 }
 WALL = ("excess_ms", "bound_ms", "ref_overhead_ms", "event_speedup", "wall_speedup", "capped")
 PARTS = ("time/call.wake", "time/call.inputs", "time/call.request", "time/call.seal", "time/call.drain", "time/call.stop")
@@ -53,6 +54,8 @@ def run(args: argparse.Namespace) -> list[dict]:
     rows = []
     for repeat in range(args.repeats):
         for name, (env, _) in CONDITIONS.items():
+            if args.conditions and name not in args.conditions.split(","):
+                continue
             argv = [sys.executable, __file__, "--one", name, "--device", args.device, "--problem", args.problem, "--timer", args.timer]
             done = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True, timeout=900)
             line = done.stdout.strip().splitlines()[-1:] or [""]
@@ -81,6 +84,7 @@ def main() -> None:
     parser.add_argument("--problem", default=str(REPO / "problems" / "mini" / "1_LeakyReluScale.py"))
     parser.add_argument("--timer", default="auto")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--conditions", default="", help="a comma-separated subset of the conditions (default: all)")
     parser.add_argument("--out")
     parser.add_argument("--one", choices=list(CONDITIONS), help=argparse.SUPPRESS)
     args = parser.parse_args()

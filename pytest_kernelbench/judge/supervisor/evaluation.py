@@ -119,6 +119,8 @@ class Evaluation:
                 runners.spares.append(runners.start_reference(tag=f"-{k + 2}"))
         if not self.cfg.problem_sandbox:
             runners.resolve_sandbox()
+        for side in (runners.reference, *runners.spares):
+            runners.cgroup_like_the_candidate(side)
         with self.found.split("reference.launch"):  # the candidate's runner imports torch while all below is done
             self.launch_early()
         warmed = None
@@ -421,6 +423,8 @@ class Evaluation:
             # a spare forked with the first; else a new interpreter: this process has run parallel ops since that fork
             spare = runners.spares.pop(0) if runners.spares else None
             runners.reference = spare or runners.start_reference(fork=False, tag=f"-{len(self.pairs) + 1}")
+            if spare is None:
+                runners.cgroup_like_the_candidate(runners.reference)
             self.ready_reference()
             status.enter("compile")
             runners.set_up(runners.candidate)

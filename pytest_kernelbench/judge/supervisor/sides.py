@@ -174,6 +174,7 @@ class Runners:
         self._before_pch, self._pch_mark = "", 0.0  # the stage a header's build interrupted (_uncharge_pch), and when
         self._spawned = 0  # sandboxed processes started: each cgroup's name
         self._roots: set[int] = set()  # the pid of each runner and build step not yet stopped (procs.strays: not a stray)
+        self._mirrors: list[Cgroup] = []  # the reference's runners' cgroups (cgroup_like_the_candidate: an experiment)
 
     # -------------------------------------------------------------- starting
 
@@ -287,6 +288,21 @@ class Runners:
     def _started(self, name: str, how: str) -> None:
         if name == "candidate":  # the candidate's runner, started before or after its build step
             self.ctx.found.extra.runner_start = how
+
+    def cgroup_like_the_candidate(self, side: Side | None) -> None:
+        """An experiment (``KB_REFERENCE_CGROUP=1``; benchmarks/experiments/candidate_lean.py): the reference's runner
+        moved into a cgroup of its own, as the candidate's runner is (never frozen), so that both sides' calls on the
+        one timing core are scheduled alike. Off by default: on the H200 the candidate's wall beyond its claims was
+        longer than the reference's by 12 us a call at the median with its cgroup and the timing core, 2-4 us without
+        either (docs/timing-fidelity.md, "The candidate's lean")."""
+        if side is None or os.environ.get("KB_REFERENCE_CGROUP") != "1" or self.sandbox is None or not self.sandbox.cgroups:
+            return
+        cgroup = self._cgroup(f"{side.name}-timed")
+        if cgroup is None:
+            return
+        for folder in cgroup.dirs:
+            (folder / "cgroup.procs").write_text(str(side.process.pid))
+        self._mirrors.append(cgroup)
 
     def _cgroup(self, name: str) -> Cgroup | None:
         """A cgroup of its own for a candidate's runner or build step (cgroups.py), bounded by ``--kb-max-memory`` (else
@@ -536,6 +552,8 @@ class Runners:
         self.stop_candidate()
         for side in (self.reference, *self.spares, self.problem):
             self.stop(side)
+        for cgroup in self._mirrors:
+            cgroup.close()
 
     def live_pids(self) -> list[list[int]]:
         """Each live runner's process tree (both sides), for binding to the timing core."""
