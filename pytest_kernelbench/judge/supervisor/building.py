@@ -82,8 +82,10 @@ class Builder:
             if self.ctx.on_gpu and verdict.outcome == "compile_error" and gpuless.wanted(verdict.message):
                 self.ctx.found.extra.build_with_gpu = True
                 with self.device.hold("compile", shared=True, need=ADMISSION_MARGIN_BYTES):
-                    self._step(path, gpu=True)
-                    self.device.close_phase()
+                    try:
+                        self._step(path, gpu=True)
+                    finally:
+                        self.device.close_phase()
                 return
             raise
 
