@@ -237,32 +237,15 @@ def test_a_long_first_call_steps_aside_for_another_judges_timing_and_is_still_ju
     assert quick_result.stage_seconds.get("wait_lock", 0) < 3.0  # not the whole 6 s first call
 
 
-_SLOW_IMPORT = """
-import time
-
-import torch
-import torch.nn as nn
-
-time.sleep(1.5)  # as a module that tunes or fills tables on the device as it is imported would
-
-
-class ModelNew(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-
-    def forward(self, x):
-        return torch.relu(self.linear(x))
-"""
-
-
 def test_the_candidates_module_is_imported_holding_the_device_lock(tmp_path):
     """What a module does as it is imported runs in the shared ``init`` phase, never beside another judge's timing
     (before: in the ``compile`` stage, holding no lock), and is still the ``compile`` stage's time."""
     from pytest_kernelbench.candidates import Candidate
 
     config = cpu_config(lock_dir=str(tmp_path / "locks"), trials=1)
-    result = evaluate(tiny_problem(), Candidate(_SLOW_IMPORT, "", "slow-import"), config)
+    # as a module that tunes or fills tables on the device as it is imported would
+    slow = Candidate("import time\ntime.sleep(1.5)\n" + broken("correct").source, "", "slow-import")
+    result = evaluate(tiny_problem(), slow, config)
     assert result.correct, result.message
     assert result.extra.split_s["init.load"] >= 1.5
     assert result.extra.lock_held_s["init"] >= 1.5  # the import inside the phase's hold
