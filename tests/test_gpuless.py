@@ -39,6 +39,8 @@ def test_a_build_step_answers_what_a_module_asks_of_the_gpu_and_refuses_a_contex
         ("RuntimeError: No CUDA GPUs are available", True),
         ("RuntimeError: Found no NVIDIA driver on your system.", True),
         ("RuntimeError: 0 active drivers ([]). There should only be one.", True),  # Triton, launched as imported
+        ("numba.cuda.cudadrv.error.CudaSupportError: Error at driver init: CUDA_ERROR_NO_DEVICE (100)", True),
+        ("cupy_backends.cuda.api.runtime.CUDARuntimeError: cudaErrorNoDevice: no CUDA-capable device is detected", True),
         ("RuntimeError: Error building extension 'kb_relu': nvcc ... error: expected a ';'", False),
         ("NameError: name 'ModelNew' is not defined", False),
     ],

@@ -21,8 +21,10 @@ _PROPERTIES = ("name", "major", "minor", "total_memory", "multi_processor_count"
                "max_threads_per_multi_processor", "max_threads_per_block", "regs_per_multiprocessor",
                "shared_memory_per_block", "shared_memory_per_block_optin", "shared_memory_per_multiprocessor")  # fmt: skip
 # what a module that uses the device meets in a sandbox without its device files (torch, Triton, the driver)
+# (numba, CuPy, ctypes on libcuda); a wrong match costs one more build step, a missed one the candidate's compile_error
 _WANTED = re.compile(re.escape(MARK) + r"|No CUDA GPUs are available|Found no NVIDIA driver|no CUDA-capable device"
-                     r"|CUDA driver initialization failed|CUDA_ERROR_NO_DEVICE|cudaErrorNoDevice|0 active drivers")  # fmt: skip
+                     r"|CUDA driver initialization failed|CUDA_ERROR_(?:NO_DEVICE|NOT_INITIALIZED|UNKNOWN)|cudaErrorNoDevice"
+                     r"|cudaErrorInitializationError|cuInit|0 active drivers")  # fmt: skip
 
 
 def describe(torch: Any, device: Any) -> str:
