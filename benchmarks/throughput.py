@@ -259,7 +259,7 @@ def judged_line(pck, result, started: float, busy: float | None, samples: bool) 
             "timed_calls": result.extra.timed_calls, "checked_calls": result.extra.checked_calls,
             "noisy": result.extra.speedup_noisy, "capped": result.extra.speedup_capped, "sandbox": result.extra.sandbox,
             "pairs": _pairs_timed(result), "input_variants": result.extra.input_variants,
-            "light_headers": result.extra.light_headers, "timing": _timing(result)}  # fmt: skip
+            "light_headers": result.extra.light_headers, "timing": _timing(result), "stages_at": result.extra.stages_at}  # fmt: skip
     if not result.correct:
         line["message"] = result.message if len(result.message) <= 1000 else f"{result.message[:300]} [...] {result.message[-700:]}"
     if samples and result.ref and result.new:  # each side's timing samples, in the order they were taken
@@ -379,8 +379,9 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
     row["cpu_s"]["pool_builds"] = build_cpu
     if corpus != "synthetic":  # which candidate is which: first-call costs differ by kind (Triton JIT, nvcc, capture, inductor)
         row["by_kind"] = by_kind(lines)
-        row["results"] = [{k: line[k] for k in ("problem", "candidate", "kind", "outcome", "speedup", "wall_s", "stage_s", "lock_held_s",
-                                                 "split_s", "cpu_s", "input_variants", "timing", "samples") if k in line}
+        keep = ("t", "problem", "candidate", "kind", "outcome", "speedup", "wall_s", "stage_s", "lock_held_s", "split_s", "cpu_s",
+                "input_variants", "timing", "samples", "stages_at")  # t: seconds into the run when it ended
+        row["results"] = [{k: line[k] for k in keep if k in line}
                           for line in lines]  # fmt: skip
     print(json.dumps(row), flush=True)
     return row

@@ -78,6 +78,9 @@ class Extra:
     # --- where the time went (benchmarks/throughput.py sums these)
     split_s: dict[str, float] | None = None  # parts of the phases
     lock_held_s: dict[str, float] | None = None  # the device lock held, per phase
+    # [stage, seconds since the supervisor started] at each stage's entry: where this judge was while another's work
+    # met it (benchmarks/throughput.py keeps them per candidate)
+    stages_at: list[list[Any]] | None = None
     cpu_s: dict[str, float] | None = None  # CPU seconds per process tree
     # --- op suites (pytest_kernelbench.suites.run)
     op_suite: dict[str, Any] | None = None

@@ -61,6 +61,10 @@ def test_baseline_is_correct_with_speedup_near_one():
     # import was what the candidate's first stage waited on (x2, 100 level-1 items: runner_start 1.1 s an item)
     parts = list(result.extra.split_s)
     assert parts.index("reference.launch") < parts.index("reference.problem") < parts.index("reference.setup"), parts
+    # when each stage began (seconds from the supervisor's start): where a judge was when another's work met it
+    stages, at = zip(*result.extra.stages_at, strict=True)
+    assert stages[0] == "reference" and stages[-1] == "done" and {"compile", "init", "run", "time"} <= set(stages), stages
+    assert list(at) == sorted(at) and at[-1] <= result.wall_seconds
 
 
 SLEEPY_PROBLEM = """

@@ -86,6 +86,7 @@ class Evaluation:
         status = self.ctx.status
         stage = status.stage
         status.enter("done")
+        self.found.extra.stages_at = status.timeline
         self.found.update(outcome=outcome, message=message, stage="done" if outcome == "correct" else stage,
                           stage_seconds=status.stage_seconds)  # fmt: skip
         return self.found.to_dict()

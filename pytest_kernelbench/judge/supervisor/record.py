@@ -34,6 +34,9 @@ class Verdict(Exception):
         self.outcome, self.message = outcome, message
 
 
+TIMELINE_ENTRIES = 400  # a result's extra.stages_at at most (each step aside adds two)
+
+
 class Status:
     """Appends ``<stage> <seconds>`` lines for the controller and keeps the seconds spent per stage."""
 
@@ -42,12 +45,15 @@ class Status:
         self.stage = "start"
         self._t0 = self._entered = started if started is not None else _perf_counter()
         self.stage_seconds: dict[str, float] = {}
+        self.timeline: list[list[Any]] = []  # [stage, seconds since the start] at each entry (extra.stages_at)
 
     def enter(self, stage: str) -> None:
         assert stage in STAGES, f"stage {stage!r} is not in judge/stages.py"
         now = _perf_counter()
         self.stage_seconds[self.stage] = self.stage_seconds.get(self.stage, 0.0) + now - self._entered
         self.stage, self._entered = stage, now
+        if len(self.timeline) < TIMELINE_ENTRIES:
+            self.timeline.append([stage, round(now - self._t0, 3)])
         self._fh.write(f"{stage} {now - self._t0:.3f}\n")
         self._fh.flush()
 
