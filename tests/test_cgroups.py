@@ -165,3 +165,21 @@ def test_a_freeze_that_does_not_finish_is_the_candidates_failure_not_a_stopped_t
         side.freeze()
     side.thaw()  # thawed as any frozen side, so a later kill finds it runnable
     assert Running.cgroup.thawed == 1 and not side.frozen
+
+
+def test_a_running_process_moved_into_a_cgroup_with_its_threads():
+    """Cgroup.add: a process started outside (the reference's runner under KB_REFERENCE_CGROUP=1) moved in whole."""
+    code = "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\ntime.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    cgroup = cgroups.Cgroup.create("moved")
+    assert cgroup is not None
+    try:
+        time.sleep(0.3)  # its second thread started
+        cgroup.add(proc.pid)
+        assert cgroup.members() == [proc.pid]
+        threads = (cgroup.path / "cgroup.threads").read_text().split() if (cgroup.path / "cgroup.threads").exists() else None
+        assert threads is None or len(threads) >= 2  # every thread went with it (cgroup v2 lists them)
+    finally:
+        cgroup.close()
+        proc.wait(timeout=10)
+    assert proc.returncode == -9  # killed with its cgroup

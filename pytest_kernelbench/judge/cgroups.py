@@ -181,6 +181,12 @@ class Cgroup:
         the caller closes them after the spawn."""
         return [os.open(folder / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for folder in self.dirs]
 
+    def add(self, pid: int) -> None:
+        """Move a running process, every thread of it, into this cgroup (one started outside it: :meth:`join_fds` is for
+        a child before it execs)."""
+        for folder in self.dirs:
+            (folder / "cgroup.procs").write_text(str(pid))
+
     def members(self) -> list[int]:
         """The processes in it now."""
         try:

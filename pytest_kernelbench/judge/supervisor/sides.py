@@ -300,8 +300,7 @@ class Runners:
         cgroup = self._cgroup(f"{side.name}-timed")
         if cgroup is None:
             return
-        for folder in cgroup.dirs:
-            (folder / "cgroup.procs").write_text(str(side.process.pid))
+        cgroup.add(side.process.pid)
         self._mirrors.append(cgroup)
 
     def _cgroup(self, name: str) -> Cgroup | None:
