@@ -297,6 +297,8 @@ class Runners:
         either (docs/timing-fidelity.md, "The candidate's lean")."""
         if side is None or os.environ.get("KB_REFERENCE_CGROUP") != "1" or self.sandbox is None or not self.sandbox.cgroups:
             return
+        if side.process.cgroup is not None:  # a client's problem's runner: in its own already, frozen and killed by it
+            return
         cgroup = self._cgroup(f"{side.name}-timed")
         if cgroup is None:
             return
