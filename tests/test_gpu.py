@@ -129,6 +129,49 @@ def test_judges_share_the_device_for_untimed_work_and_take_turns_to_time(tmp_pat
     assert all(r.stage_seconds["run"] < 30 for r in results), [r.stage_seconds for r in results]
 
 
+# One kernel of about 20 s in the first call (one block; torch.cuda._sleep spins for a number of GPU cycles): it runs on
+# while its runner is stopped for another judge's timing (a step aside stops processes, not kernels)
+_LONG_KERNEL = """
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+        self.first = True
+
+    def forward(self, x):
+        if self.first:
+            self.first = False
+            rate = getattr(torch.cuda.get_device_properties(x.device), "clock_rate", 0) or 1_980_000  # kHz
+            torch.cuda._sleep(int(rate * 1e3 * 20))
+        return torch.relu(self.linear(x))
+"""
+
+
+def test_a_kernel_longer_than_its_owners_step_aside_is_waited_for_uncharged_and_the_lock_given_back_meanwhile():
+    """Device.settle: a judge that comes to time while another judge's kernel of 20 s runs (its owner stepped aside)
+    waits for a quiet GPU charged to no one, giving the lock back between turns, and both end correct."""
+    import concurrent.futures
+    import time
+
+    from pytest_kernelbench.candidates import Candidate
+
+    config = EvalConfig(device="cuda", timeout=120)
+    assert evaluate(tiny_problem(), broken("correct"), config).outcome is Outcome.CORRECT  # the fork server is up
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(evaluate, tiny_problem(), Candidate(_LONG_KERNEL, "", "long-kernel"), config)
+        time.sleep(4.0)  # its first call's kernel is running
+        quick = evaluate(tiny_problem(), broken("correct"), config)
+        slow_result = slow.result(timeout=300)
+    assert quick.outcome is Outcome.CORRECT and slow_result.outcome is Outcome.CORRECT, (quick.message, slow_result.message)
+    assert (quick.extra.settle_gave_way or 0) >= 1 and quick.stage_seconds.get("settle", 0) > 5.0, quick.stage_seconds
+    assert quick.stage_seconds.get("time", 0) < 10.0, quick.stage_seconds  # the wait is not the candidate's
+    assert (slow_result.extra.stepped_aside or 0) >= 1, slow_result.extra
+
+
 def test_a_first_call_that_compiles_on_big_inputs_gets_a_warm_up_step_of_its_own():
     """A candidate whose first call takes seconds (a stand-in for Triton's JIT and autotune), on a problem whose inputs
     and outputs are 3 GB each: the call runs in a shared phase admitted for the candidate alone, before the trials,

@@ -313,3 +313,66 @@ def test_build_slots_default_to_the_cores_less_one_in_eight(monkeypatch, cores, 
     assert build_slots() == slots
     monkeypatch.setenv(BUILD_SLOTS_ENV, "5")
     assert build_slots() == 5
+
+
+_WAITING_READER = """
+import sys, time
+from pytest_kernelbench.judge.locking import device_lock
+lock = device_lock(sys.argv[1], "fake-gpu")
+print("waiting", flush=True)
+lock.acquire(timeout=60, shared=True)
+print(time.time(), flush=True)
+lock.release()
+"""
+
+
+def test_a_gpu_kept_busy_past_a_turn_gives_the_lock_back_for_a_while_and_the_wait_is_charged_to_no_one(tmp_path, monkeypatch):
+    """Device.settle: another judge's kernel longer than its owner's step aside keeps the GPU busy. The phase waiting for
+    a quiet GPU lets the lock go between turns (the owner, queued behind it, goes on, charged), takes it back, and the
+    wait is stage ``settle``: not the candidate's time, not the phase's lock time. Past the setup limit: harness_error."""
+    from types import SimpleNamespace
+
+    from pytest_kernelbench.judge.supervisor import device as dev
+    from pytest_kernelbench.judge.supervisor.plan import Footprint
+    from pytest_kernelbench.judge.supervisor.record import Findings, Status, Verdict
+
+    monkeypatch.setattr(dev, "SETTLE_TURN_S", 0.3)
+    monkeypatch.setattr(dev, "SETTLE_AWAY_S", 1.0)
+    cfg = SimpleNamespace(lock_dir=str(tmp_path), lock_timeout=30.0, setup_timeout=60.0, device_index=0)
+    ctx = SimpleNamespace(on_gpu=True, cfg=cfg, status=Status(str(tmp_path / "status")), found=Findings(), fp=Footprint(True), problem=None)
+    device = dev.Device(ctx)
+    monkeypatch.setattr(device, "_key", lambda: "fake-gpu")
+    monkeypatch.setattr(device, "free_bytes", lambda: 2**36)
+    probes: list[tuple[float, float]] = []  # (when, how long it may wait)
+
+    def busy_twice(deadline: float, pause: float = 0.0) -> float | None:
+        assert device._lock.is_locked and ctx.status.stage == "settle"
+        probes.append((time.time(), deadline - time.monotonic()))
+        return None if len(probes) < 3 else 0.0
+
+    monkeypatch.setattr(device, "until_quiet", busy_twice)
+    reader = subprocess.Popen([sys.executable, "-c", _WAITING_READER, str(tmp_path)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        with device.hold("time"):
+            assert reader.stdout.readline().strip() == "waiting"
+            time.sleep(0.5)  # it queued behind this phase
+            held_from = time.time()
+            device.settle()
+            settled = time.time()
+            assert ctx.status.stage == "time"
+            device.close_phase()
+        got = float(reader.stdout.readline())
+    finally:
+        reader.kill()
+    assert probes[0][1] <= 0.31 and probes[1][1] <= 0.31  # a turn each, not the setup limit
+    assert ctx.found.extra.settle_gave_way == 2
+    assert held_from < probes[0][0] < got < probes[1][0] < settled  # the waiting reader had the device between turns
+    seconds = ctx.status.stage_seconds
+    assert seconds["settle"] + seconds.get("wait_lock", 0) > 2.5 and seconds.get("time", 0) < 1.0
+    assert ctx.status.charged() < 1.0 and ctx.found.extra.lock_held_s["time"] < 1.5  # the 1 s and 2 s away are not held
+
+    monkeypatch.setattr(device, "until_quiet", lambda deadline, pause=0.0: None)
+    cfg.setup_timeout = 0.2
+    with pytest.raises(Verdict, match="stayed busy with other work for 0.2 s") as failed, device.hold("time"):
+        device.settle()
+    assert failed.value.outcome == "harness_error"

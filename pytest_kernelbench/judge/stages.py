@@ -30,6 +30,7 @@ _STAGES = (
     Stage("runner_start", False, Outcome.HARNESS_ERROR, "a runner's interpreter starts and imports torch (no candidate code)"),
     Stage("pch", False, Outcome.HARNESS_ERROR, "the judge builds a shared precompiled header a build step asked for"),
     Stage("stepped_aside", False, Outcome.HARNESS_ERROR, "a shared-phase call stopped so that another judge can time"),
+    Stage("settle", False, Outcome.HARNESS_ERROR, "holding the device to time, waiting for other judges' GPU work to end"),
     Stage("compile", True, Outcome.COMPILE_ERROR, "the candidate's build step and import"),
     Stage("init", True, Outcome.INIT_ERROR, "ModelNew(*init_inputs)"),
     Stage("run", True, Outcome.RUNTIME_ERROR, "the warm-up call and the correctness trials"),

@@ -16,7 +16,7 @@ from filelock import Timeout
 
 from .. import cores
 from ..locking import admitted, cpu_timing_holder, device_lock, mark_cpu_timing, wait_while_cpu_timing
-from .plan import PAUSE_LIMIT, admission_bytes, exclusive_need
+from .plan import PAUSE_LIMIT, SETTLE_AWAY_MAX_S, SETTLE_AWAY_S, SETTLE_TURN_S, admission_bytes, exclusive_need
 from .record import Context, Verdict
 
 _perf_counter = time.perf_counter
@@ -27,6 +27,7 @@ class Device:
         self.ctx = ctx
         self.sharing = False  # in a shared device phase: other judges' work is on the GPU too
         self._lock: Any = None  # the device lock of the phase held now (requeue lets it go and takes it again)
+        self._phase = ""  # the stage of the phase held now (its lock_held_s)
         self._cpu_timing = False  # this phase marks the lock folder: builds elsewhere stop (pause_for_timing)
         self.core: set[int] | None = None  # in a GPU time phase: the one core both runners are bound to
         self.nice: int | None = None  # ... and the nice value they and the supervisor run at there (cores.TIMING_NICE)
@@ -53,7 +54,7 @@ class Device:
                 raise Verdict("harness_error", f"could not take the device lock {lock.lock_file} in {ctx.cfg.lock_timeout:g} s") from None
             held.callback(ctx.found.add_seconds, "lock_held_s", stage, _perf_counter())  # after the release below
             held.callback(lock.release)
-            self.sharing, self._lock = shared, lock
+            self.sharing, self._lock, self._phase = shared, lock, stage
             self._cpu_timing = not ctx.on_gpu and stage == "time"
             if self._cpu_timing:  # builds in flight on this machine stop while this phase times (pause_for_timing)
                 mark_cpu_timing(ctx.cfg.lock_dir, True)
@@ -117,12 +118,43 @@ class Device:
     # -------------------------------------------------------------- a quiet GPU
 
     def settle(self) -> None:
-        """CUDA, holding the device alone: wait, charged to no one, for work still queued by other judges'
-        candidates (a shared phase does not drain, so a stopped candidate's kernels may still run) before
-        the first timed call; a GPU that stays busy is the harness's error, not a speedup."""
-        limit = self.ctx.cfg.setup_timeout
-        if self.ctx.on_gpu and self.until_quiet(time.monotonic() + limit, pause=0.001) is None:
-            raise Verdict("harness_error", f"the GPU stayed busy with other work for {limit:g} s before timing")
+        """CUDA, holding the device alone, before the first timed call: wait for work still queued by other judges'
+        candidates (a shared phase does not drain, so a stopped candidate's kernels may still run), charged to no one
+        (stage ``settle``). Work that outlasts SETTLE_TURN_S is a kernel longer than its owner's step aside: the lock
+        goes back for a while (:meth:`give_way`; that owner's call runs on, charged to it, up to its own time limit) and
+        is queued for again. A GPU still busy after the setup limit is the harness's error, not a speedup."""
+        ctx = self.ctx
+        if not ctx.on_gpu:
+            return
+        stage, limit = ctx.status.stage, ctx.cfg.setup_timeout
+        deadline, away = time.monotonic() + limit, SETTLE_AWAY_S
+        ctx.status.enter("settle")
+        try:
+            while self.until_quiet(min(deadline, time.monotonic() + SETTLE_TURN_S), pause=0.001) is None:
+                if time.monotonic() >= deadline:
+                    raise Verdict("harness_error", f"the GPU stayed busy with other work for {limit:g} s before timing")
+                self.give_way(away)
+                away = min(2 * away, SETTLE_AWAY_MAX_S)
+        finally:
+            ctx.status.enter(stage)
+
+    def give_way(self, seconds: float) -> None:
+        """Holding the device alone on a GPU another judge's kernel keeps busy: let the lock go for ``seconds``, with
+        no announcement (a shared holder stepped aside for this phase continues its call, charged to it), then queue
+        for it again as the phase did. Not the phase's lock time."""
+        ctx, lock = self.ctx, self._lock
+        ctx.found.count("settle_gave_way")
+        released = _perf_counter()
+        lock.release()
+        time.sleep(seconds)
+        ctx.status.enter("wait_lock")
+        try:
+            lock.acquire(timeout=ctx.cfg.lock_timeout, announce=exclusive_need(ctx.fp, self._phase, ctx.problem))
+        except Timeout:
+            lost = f"could not take the device lock {lock.lock_file} back in {ctx.cfg.lock_timeout:g} s"
+            raise Verdict("harness_error", lost) from None
+        ctx.found.tally("lock_held_s", self._phase, released - _perf_counter())
+        ctx.status.enter("settle")
 
     def until_quiet(self, deadline: float, pause: float = 0.0) -> float | None:
         """Probe until one comes back as fast as on a quiet GPU: 0.0 when the first one does, else the seconds

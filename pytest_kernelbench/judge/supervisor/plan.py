@@ -52,6 +52,12 @@ EARLY_CHECK_P = 0.5
 # such a round, and 16 precise samples vouch for it as 30 do
 EARLY_ROUND_MS = 2.5
 PAIR_START_S = 10.0  # time_again: a new pair of runners' start, beyond the first pair's init and time stages
+# Device.settle: a GPU still busy after SETTLE_TURN_S holding the lock alone runs a kernel longer than a step aside; the
+# lock goes back for SETTLE_AWAY_S, doubling up to SETTLE_AWAY_MAX_S (that kernel's owner runs on, charged), then is
+# queued for again
+SETTLE_TURN_S = 5.0
+SETTLE_AWAY_S = 5.0
+SETTLE_AWAY_MAX_S = 60.0
 PAUSE_LIMIT = 120.0  # seconds a build step waits for one CPU timing phase at most (a phase times for max_time)
 # the disk one candidate may fill in the host folders it can write (its build folder, JIT caches, a scratch outside bwrap),
 # measured every DISK_CHECK_S seconds while it runs and after each phase; over it is the candidate's outcome
