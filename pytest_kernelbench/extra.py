@@ -36,6 +36,7 @@ class Extra:
     warm_step: bool | None = None  # the candidate's first call had a shared phase of its own
     min_free_gib_at_lock: float | None = None  # the least free device memory seen when a phase took the lock
     stepped_aside: int | None = None  # shared-phase calls stopped so that another judge could time
+    reference_shared: bool | None = None  # its first call ran shared, the problem's footprint remembered (supervisor/memo.py)
     settle_gave_way: int | None = None  # times its time phase let the lock go while the GPU stayed busy (Device.settle)
     float32_precision: str | None = None  # "ieee": both runners without TF32, the tolerance being tighter (tolerance.py)
     timing_core: dict[str, int] | None = None  # GPU time phase: the core both runners were bound to, threads moved back

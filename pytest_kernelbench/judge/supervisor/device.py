@@ -16,7 +16,7 @@ from filelock import Timeout
 
 from .. import cores
 from ..locking import admitted, cpu_timing_holder, device_lock, mark_cpu_timing, wait_while_cpu_timing
-from .plan import PAUSE_LIMIT, SETTLE_AWAY_MAX_S, SETTLE_AWAY_S, SETTLE_TURN_S, admission_bytes, exclusive_need
+from .plan import PAUSE_LIMIT, PROBE_FLOOR_MAX_S, SETTLE_AWAY_MAX_S, SETTLE_AWAY_S, SETTLE_TURN_S, admission_bytes, exclusive_need
 from .record import Context, Verdict
 
 _perf_counter = time.perf_counter
@@ -43,7 +43,7 @@ class Device:
         buffers (after :meth:`close_phase`) before this lets go."""
         ctx = self.ctx
         ctx.status.enter("wait_lock")
-        lock = device_lock(ctx.cfg.lock_dir, self._key())
+        lock = device_lock(ctx.cfg.lock_dir, self.key())
         with contextlib.ExitStack() as held:
             try:
                 if shared and ctx.on_gpu:
@@ -72,7 +72,8 @@ class Device:
             self._cpu_timing = False
         self.sharing, self._lock = False, None
 
-    def _key(self) -> str:
+    def key(self) -> str:
+        """The physical device's name in the lock folder (its lock, the footprints remembered for it)."""
         if not self.ctx.on_gpu:
             return "cpu"
         uuid = str(getattr(torch.cuda.get_device_properties(self.ctx.device), "uuid", self.ctx.device.index))
@@ -172,16 +173,18 @@ class Device:
         return _perf_counter() - start
 
     def _probe(self) -> float:
+        if self._probe_buf is None:
+            self._probe_buf = torch.zeros(1, device=self.ctx.device)
         t0 = _perf_counter()
         self._probe_buf.add_(1)
         torch.cuda.synchronize(self.ctx.device)
         return _perf_counter() - t0
 
     def probe_floor(self) -> float:
-        """How long a probe takes on a quiet GPU (every runner is stopped here), with margin."""
-        self._probe_buf = torch.zeros(1, device=self.ctx.device)
+        """How long a probe takes on a quiet GPU (every runner is stopped here), with margin; at most PROBE_FLOOR_MAX_S,
+        for another judge's kernel may still run here (a step aside stops processes, not their kernels)."""
         times = sorted(self._probe() for _ in range(21))
-        return max(3 * times[10], times[10] + 100e-6)
+        return min(max(3 * times[10], times[10] + 100e-6), PROBE_FLOOR_MAX_S)
 
     # -------------------------------------------------------------- the timing core
 

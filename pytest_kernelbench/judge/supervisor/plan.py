@@ -56,6 +56,11 @@ PAIR_START_S = 10.0  # time_again: a new pair of runners' start, beyond the firs
 # lock goes back for SETTLE_AWAY_S, doubling up to SETTLE_AWAY_MAX_S (that kernel's owner runs on, charged), then is
 # queued for again
 SETTLE_TURN_S = 5.0
+# A quiet GPU's probe (Device.probe_floor) is taken as 3x the median round trip, at least the median + 100 us, and at most
+# PROBE_FLOOR_MAX_S: H200, 2026-11-30 (benchmarks/experiments/probe_beside_kernel.py): quiet, a median of 14-17 us (a
+# floor of 113-117 us); beside another process's one long kernel, 211 us at least and 2.4 ms at the median (its time
+# slices), so a floor measured there (7.1 ms) took that busy GPU for a quiet one
+PROBE_FLOOR_MAX_S = 150e-6
 SETTLE_AWAY_S = 5.0
 SETTLE_AWAY_MAX_S = 60.0
 PAUSE_LIMIT = 120.0  # seconds a build step waits for one CPU timing phase at most (a phase times for max_time)
@@ -138,6 +143,13 @@ def admission_bytes(fp: Footprint) -> int:
     inputs, outputs = fp.io_bytes
     moving = 2 * slack_bytes(max(ROUND_BYTES, inputs + outputs)) if fp.on_gpu else 0
     return 2 * fp.ref_peak_bytes + 3 * inputs + 2 * outputs + moving + ADMISSION_MARGIN_BYTES
+
+
+def reference_bytes(fp: Footprint) -> int:
+    """What the reference's first call may add to the device where its footprint is known (memo.py): its runner's
+    peak, its inputs in a shared buffer and the fresh inputs they are copied from, its outputs, a context's worth."""
+    inputs, outputs = fp.io_bytes
+    return fp.ref_peak_bytes + 2 * inputs + outputs + ADMISSION_MARGIN_BYTES
 
 
 def warm_bytes(fp: Footprint) -> int:

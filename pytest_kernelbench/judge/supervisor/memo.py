@@ -1,0 +1,59 @@
+"""A problem's footprint, remembered across the judges of one machine (the lock folder, which only supervisors see).
+
+The reference's first call holds the device alone (eager mode): before it, the judge knows neither its runner's peak
+memory (what a shared phase is admitted for) nor a quiet GPU's probe time. A judge that measured both so writes them
+here, under the device's key and a digest of everything that shapes the reference's run (the problem's source, mode,
+seed, float32 precision, torch's version); a later judge of the same problem there runs that first call in a shared
+phase admitted for it, and takes the probe floor measured alone (Evaluation.reference). A search's hundreds of attempts
+at one task hold the device alone for their reference once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .plan import Footprint
+
+VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Remembered:
+    io_bytes: tuple[int, int]
+    ref_peak_bytes: int
+    ref_ms: float
+    quiet_s: float | None  # a probe's round trip on the quiet GPU (None on the CPU)
+
+
+def memo_path(lock_dir: str, device_key: str, problem_text: str, shaping: dict[str, Any]) -> Path:
+    """Where one problem's footprint on one device is kept."""
+    text = json.dumps([VERSION, problem_text, torch.__version__, shaping], sort_keys=True)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in device_key)
+    return Path(lock_dir) / f"{safe}.footprints" / f"{digest}.json"
+
+
+def recall(path: Path) -> Remembered | None:
+    """The footprint kept at ``path``; None when there is none or it cannot be read (it is measured again)."""
+    try:
+        data = json.loads(path.read_text())
+        return Remembered((int(data["io_bytes"][0]), int(data["io_bytes"][1])), int(data["ref_peak_bytes"]),
+                          float(data["ref_ms"]), None if data["quiet_s"] is None else float(data["quiet_s"]))  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def remember(path: Path, fp: Footprint, quiet_s: float | None) -> None:
+    """Keep a footprint measured holding the device alone (written whole: a reader never sees half of it)."""
+    data = {"io_bytes": list(fp.io_bytes), "ref_peak_bytes": fp.ref_peak_bytes, "ref_ms": fp.ref_ms, "quiet_s": quiet_s}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_suffix(f".{os.getpid()}.part")
+    part.write_text(json.dumps(data))
+    os.replace(part, path)
