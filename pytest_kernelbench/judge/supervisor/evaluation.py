@@ -34,7 +34,7 @@ from ..stats import PROCESS_SD, SPARE_PAIRS, PairTiming, another_pair, combine_p
 from .buffers import Buffers, nbytes, tensor_leaves
 from .building import Builder
 from .device import Device
-from .memo import Remembered, memo_path, recall, remember
+from .memo import Remembered, memo_for, recall, remember
 from .plan import PAIR_START_S, WARM_STEP_RATIO, WARMUP_UNLOCKED_BYTES, Footprint, admission_bytes, reference_bytes, warm_bytes
 from .problem import LocalProblem, SandboxedProblem
 from .record import Context, Status, Verdict
@@ -146,7 +146,7 @@ class Evaluation:
                 self.found.extra.fused_compare = warmed()
         big = self.cfg.mode != "eager" and ctx.on_gpu and ctx.problem.input_bytes() > WARMUP_UNLOCKED_BYTES
         locked = self.cfg.mode == "eager" or big
-        memo = self.memo()
+        memo = memo_for(ctx, self.device.key())
         known = recall(memo) if memo is not None else None
         with self.reference_phase(locked, known):
             ctx.out_spec = self.discover()
@@ -159,16 +159,6 @@ class Evaluation:
             self.found.extra.reference_shared = True
         elif memo is not None:
             remember(memo, ctx.fp, self.device.quiet_s)
-
-    def memo(self) -> Path | None:
-        """Where this problem's footprint on this device is remembered (memo.py): eager mode, the judge's own problems
-        (a client's could show one footprint and then another), not a compile-only check; ``KB_FOOTPRINT_MEMO=0``: none."""
-        cfg, ctx = self.cfg, self.ctx
-        if cfg.mode != "eager" or cfg.problem_sandbox or ctx.cpu_check or os.environ.get("KB_FOOTPRINT_MEMO", "1") == "0":
-            return None
-        shaping = {"mode": cfg.mode, "ref_mode": cfg.ref_mode, "seed": cfg.seed, "ieee": cfg.tol.wants_ieee_float32,
-                   "threads": ctx.threads}  # fmt: skip
-        return memo_path(cfg.lock_dir, self.device.key(), Path(ctx.spec.problem_path).read_text(), shaping)
 
     def reference_phase(self, locked: bool, known: Remembered | None) -> contextlib.AbstractContextManager[None]:
         """The reference's first call: shared, admitted for its remembered footprint (:func:`plan.reference_bytes`); else

@@ -32,6 +32,17 @@ class Remembered:
     quiet_s: float | None  # a probe's round trip on the quiet GPU (None on the CPU)
 
 
+def memo_for(ctx: Any, device_key: str) -> Path | None:
+    """Where this evaluation's problem's footprint on its device is remembered: in eager mode, for the judge's own
+    problems (a client's could show one footprint and then another), not in a compile-only check; ``KB_FOOTPRINT_MEMO=0``:
+    nowhere. ``ctx``: the evaluation's Context."""
+    cfg = ctx.cfg
+    if cfg.mode != "eager" or cfg.problem_sandbox or ctx.cpu_check or os.environ.get("KB_FOOTPRINT_MEMO", "1") == "0":
+        return None
+    shaping = {"mode": cfg.mode, "ref_mode": cfg.ref_mode, "seed": cfg.seed, "ieee": cfg.tol.wants_ieee_float32, "threads": ctx.threads}
+    return memo_path(cfg.lock_dir, device_key, Path(ctx.spec.problem_path).read_text(), shaping)
+
+
 def memo_path(lock_dir: str, device_key: str, problem_text: str, shaping: dict[str, Any]) -> Path:
     """Where one problem's footprint on one device is kept."""
     text = json.dumps([VERSION, problem_text, torch.__version__, shaping], sort_keys=True)
