@@ -52,10 +52,11 @@ EARLY_CHECK_P = 0.5
 # such a round, and 16 precise samples vouch for it as 30 do
 EARLY_ROUND_MS = 2.5
 PAIR_START_S = 10.0  # time_again: a new pair of runners' start, beyond the first pair's init and time stages
-# Device.settle: a GPU still busy after SETTLE_TURN_S holding the lock alone runs a kernel longer than a step aside; the
-# lock goes back for SETTLE_AWAY_S, doubling up to SETTLE_AWAY_MAX_S (that kernel's owner runs on, charged), then is
-# queued for again
-SETTLE_TURN_S = 5.0
+# Device.settle: a GPU still busy after SETTLE_TURN_S holding the lock alone runs a kernel longer than a step aside, or
+# a queue of them; the lock goes back for SETTLE_AWAY_S, doubling up to SETTLE_AWAY_MAX_S (that kernel's owner runs on,
+# charged), then is queued for again. Not sooner: its owner, let go on, queues more of its long kernels (PIKE corpus, one
+# H200, 953e23d: turns of 5 s, five waits of 10-55 s, 107 s in all, where c74c273's judges waited 49 s holding the lock)
+SETTLE_TURN_S = 20.0
 # A quiet GPU's probe (Device.probe_floor) is taken as 3x the median round trip, at least the median + 100 us, and at most
 # PROBE_FLOOR_MAX_S: H200, 2026-11-30 (benchmarks/experiments/probe_beside_kernel.py): quiet, a median of 14-17 us (a
 # floor of 113-117 us); beside another process's one long kernel, 211 us at least and 2.4 ms at the median (its time
