@@ -154,11 +154,12 @@ class ModelNew(nn.Module):
 def test_a_kernel_longer_than_its_owners_step_aside_is_waited_for_uncharged_and_the_lock_given_back_meanwhile():
     """Device.settle: a judge that comes to time while another judge's kernel of 40 s runs (its owner stepped aside)
     waits for a quiet GPU charged to no one, giving the lock back after a turn (plan.SETTLE_TURN_S, 20 s), and both end
-    correct."""
+    correct. Giving the lock back is tested on the CPU too (tests/test_locking.py), with the probe replaced."""
     import concurrent.futures
     import time
 
     from pytest_kernelbench.candidates import Candidate
+    from pytest_kernelbench.judge.supervisor.plan import SETTLE_TURN_S
 
     config = EvalConfig(device="cuda", timeout=120)
     assert evaluate(tiny_problem(), broken("correct"), config).outcome is Outcome.CORRECT  # the fork server is up
@@ -168,8 +169,12 @@ def test_a_kernel_longer_than_its_owners_step_aside_is_waited_for_uncharged_and_
         quick = evaluate(tiny_problem(), broken("correct"), config)
         slow_result = slow.result(timeout=300)
     assert quick.outcome is Outcome.CORRECT and slow_result.outcome is Outcome.CORRECT, (quick.message, slow_result.message)
-    assert (quick.extra.settle_gave_way or 0) >= 1 and quick.stage_seconds.get("settle", 0) > 20.0, quick.stage_seconds
-    assert quick.stage_seconds.get("time", 0) < 10.0, quick.stage_seconds  # the wait is not the candidate's
+    seconds = quick.stage_seconds
+    # the kernel's rest waited for, uncharged: in this judge's settle, or for the lock, where another judge of the suite
+    # (-n 4, one lock folder) came to time first and settled (eba89e2: wait_lock 20.6 s, settle 0)
+    assert seconds.get("settle", 0) + seconds.get("wait_lock", 0) > 15.0 and seconds.get("time", 0) < 10.0, seconds
+    if seconds.get("settle", 0) > SETTLE_TURN_S:
+        assert (quick.extra.settle_gave_way or 0) >= 1, quick.extra
     assert (slow_result.extra.stepped_aside or 0) >= 1, slow_result.extra
 
 
