@@ -3,7 +3,7 @@
 The reference's first call holds the device alone (eager mode): before it, the judge knows neither its runner's peak
 memory (what a shared phase is admitted for) nor a quiet GPU's probe time. A judge that measured both so writes them
 here, under the device's key and a digest of everything that shapes the reference's run (the problem's source, mode,
-seed, float32 precision, torch's version); a later judge of the same problem there runs that first call in a shared
+seed, float32 precision, where inputs are made, torch's version); a later judge of the same problem there runs that first call in a shared
 phase admitted for it, and takes the probe floor measured alone (Evaluation.reference). A search's hundreds of attempts
 at one task hold the device alone for their reference once.
 """
@@ -39,7 +39,8 @@ def memo_for(ctx: Any, device_key: str) -> Path | None:
     cfg = ctx.cfg
     if cfg.mode != "eager" or cfg.problem_sandbox or ctx.cpu_check or os.environ.get("KB_FOOTPRINT_MEMO", "1") == "0":
         return None
-    shaping = {"mode": cfg.mode, "ref_mode": cfg.ref_mode, "seed": cfg.seed, "ieee": cfg.tol.wants_ieee_float32, "threads": ctx.threads}
+    shaping = {"mode": cfg.mode, "ref_mode": cfg.ref_mode, "seed": cfg.seed, "ieee": cfg.tol.wants_ieee_float32, "threads": ctx.threads,
+               "inputs_on": cfg.inputs_on}  # fmt: skip
     return memo_path(cfg.lock_dir, device_key, Path(ctx.spec.problem_path).read_text(), shaping)
 
 

@@ -57,13 +57,13 @@ PAIR_START_S = 10.0  # time_again: a new pair of runners' start, beyond the firs
 # charged), then is queued for again. Not sooner: its owner, let go on, queues more of its long kernels (PIKE corpus, one
 # H200, 953e23d: turns of 5 s, five waits of 10-55 s, 107 s in all, where c74c273's judges waited 49 s holding the lock)
 SETTLE_TURN_S = 20.0
+SETTLE_AWAY_S = 5.0
+SETTLE_AWAY_MAX_S = 60.0
 # A quiet GPU's probe (Device.probe_floor) is taken as 3x the median round trip, at least the median + 100 us, and at most
 # PROBE_FLOOR_MAX_S: H200, 2026-11-30 (benchmarks/experiments/probe_beside_kernel.py): quiet, a median of 14-17 us (a
 # floor of 113-117 us); beside another process's one long kernel, 211 us at least and 2.4 ms at the median (its time
 # slices), so a floor measured there (7.1 ms) took that busy GPU for a quiet one
 PROBE_FLOOR_MAX_S = 150e-6
-SETTLE_AWAY_S = 5.0
-SETTLE_AWAY_MAX_S = 60.0
 PAUSE_LIMIT = 120.0  # seconds a build step waits for one CPU timing phase at most (a phase times for max_time)
 # the disk one candidate may fill in the host folders it can write (its build folder, JIT caches, a scratch outside bwrap),
 # measured every DISK_CHECK_S seconds while it runs and after each phase; over it is the candidate's outcome
