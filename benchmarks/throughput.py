@@ -255,6 +255,7 @@ def judged_line(pck, result, started: float, busy: float | None, samples: bool) 
             "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()},
             "lock_held_s": result.extra.lock_held_s or {}, "split_s": result.extra.split_s or {}, "cpu_s": result.extra.cpu_s or {},
             "build_cached": bool(result.extra.build_cached), "stepped_aside": int(result.extra.stepped_aside or 0),
+            "reference_shared": bool(result.extra.reference_shared), "settle_gave_way": int(result.extra.settle_gave_way or 0),
             "wall_excess_ms": (result.extra.wall_check or {}).get("excess_ms"),
             "timed_calls": result.extra.timed_calls, "checked_calls": result.extra.checked_calls,
             "noisy": result.extra.speedup_noisy, "capped": result.extra.speedup_capped, "sandbox": result.extra.sandbox,
@@ -380,7 +381,8 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
     if corpus != "synthetic":  # which candidate is which: first-call costs differ by kind (Triton JIT, nvcc, capture, inductor)
         row["by_kind"] = by_kind(lines)
         keep = ("t", "problem", "candidate", "kind", "outcome", "speedup", "wall_s", "stage_s", "lock_held_s", "split_s", "cpu_s",
-                "input_variants", "timing", "samples", "stages_at")  # t: seconds into the run when it ended
+                "input_variants", "timing", "samples", "stages_at", "reference_shared",
+                "settle_gave_way")  # t: seconds into the run when it ended
         row["results"] = [{k: line[k] for k in keep if k in line}
                           for line in lines]  # fmt: skip
     print(json.dumps(row), flush=True)
@@ -403,6 +405,8 @@ def phase_row(lines: list[dict], wall: float, cpu_busy: float, busy_jiffies: flo
         "nvidia_smi_busy_fraction": None if sampler.busy is None else round(sampler.busy, 3),
         f"cpu_busy_per_{CPU_WINDOW_S:.0f}s": sampler.cpu_timeline,  # where in the run the cores sat idle
         "stepped_aside": sum(line["stepped_aside"] for line in lines),  # shared calls stopped for a timer
+        "reference_shared": sum(line["reference_shared"] for line in lines),  # first calls shared, the footprint remembered
+        "settle_gave_way": sum(line["settle_gave_way"] for line in lines),  # a busy GPU: the time phase gave the lock back
         # --inputs varied: per variant, the candidates it was checked on and those it was dropped for (the reference's fault)
         "input_variants": _variant_counts(lines),
         # seconds the device lock was held, summed per phase: the exclusive ones (reference, time) against the wall
@@ -422,7 +426,7 @@ def phase_row(lines: list[dict], wall: float, cpu_busy: float, busy_jiffies: flo
         "not_correct": [f"{x['candidate']}: {x['outcome']}: {x.get('message', '')[:300]}" for x in lines if not x["correct"]],
         "median_stage_s": {k: round(statistics.median(stage(x, k) for x in lines), 3) if lines else None
                            for k in ("start", "reference", "compile", "init", "run", "compare", "trace", "time", "recheck", "wait_lock",
-                                     "stepped_aside")},  # fmt: skip
+                                     "stepped_aside", "settle")},  # fmt: skip
         "mean_wall_s": round(sum(x["wall_s"] for x in lines) / n, 1),
     }
 
