@@ -129,25 +129,17 @@ def test_judges_share_the_device_for_untimed_work_and_take_turns_to_time(tmp_pat
     assert all(r.stage_seconds["run"] < 30 for r in results), [r.stage_seconds for r in results]
 
 
-# One kernel of about 40 s in the first call (one block; torch.cuda._sleep spins for a number of GPU cycles): it runs on
-# while its runner is stopped for another judge's timing (a step aside stops processes, not kernels)
+# One kernel of about 40 s in the correct candidate's first call (one block; torch.cuda._sleep spins for a number of GPU
+# cycles): it runs on while its runner is stopped for another judge's timing (a step aside stops processes, not kernels)
 _LONG_KERNEL = """
-import torch
-import torch.nn as nn
+_first = [True]
 
 
-class ModelNew(nn.Module):
-    def __init__(self, features):
-        super().__init__()
-        self.linear = nn.Linear(features, features)
-        self.first = True
-
-    def forward(self, x):
-        if self.first:
-            self.first = False
-            rate = getattr(torch.cuda.get_device_properties(x.device), "clock_rate", 0) or 1_980_000  # kHz
-            torch.cuda._sleep(int(rate * 1e3 * 40))
-        return torch.relu(self.linear(x))
+def _long_kernel(x):
+    if _first[0]:
+        _first[0] = False
+        rate = getattr(torch.cuda.get_device_properties(x.device), "clock_rate", 0) or 1_980_000  # kHz
+        torch.cuda._sleep(int(rate * 1e3 * 40))
 """
 
 
@@ -164,7 +156,9 @@ def test_a_kernel_longer_than_its_owners_step_aside_is_waited_for_uncharged_and_
     config = EvalConfig(device="cuda", timeout=120)
     assert evaluate(tiny_problem(), broken("correct"), config).outcome is Outcome.CORRECT  # the fork server is up
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        slow = pool.submit(evaluate, tiny_problem(), Candidate(_LONG_KERNEL, "", "long-kernel"), config)
+        source = broken("correct").source.replace("    def forward(self, x):\n", "    def forward(self, x):\n        _long_kernel(x)\n")
+        assert "_long_kernel(x)" in source
+        slow = pool.submit(evaluate, tiny_problem(), Candidate(source + _LONG_KERNEL, "", "long-kernel"), config)
         time.sleep(4.0)  # its first call's kernel is running
         quick = evaluate(tiny_problem(), broken("correct"), config)
         slow_result = slow.result(timeout=300)
