@@ -133,8 +133,9 @@ class Device:
         try:
             while self.until_quiet(min(deadline, time.monotonic() + SETTLE_TURN_S), pause=0.001) is None:
                 if time.monotonic() >= deadline:
+                    floor_us = (self.quiet_s or PROBE_FLOOR_MAX_S) * 1e6
                     raise Verdict("harness_error", f"the GPU stayed busy with other work for {limit:g} s before timing (no probe "
-                                  f"came back within {(self.quiet_s or PROBE_FLOOR_MAX_S) * 1e6:.0f} us; where the GPU is quiet and its probes slower, "
+                                  f"came back within {floor_us:.0f} us; where the GPU is quiet and its probes slower, "
                                   f"KB_PROBE_FLOOR_MAX_US raises the limit)")  # fmt: skip
                 self.give_way(away)
                 away = min(2 * away, SETTLE_AWAY_MAX_S)
