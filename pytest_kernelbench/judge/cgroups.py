@@ -30,6 +30,13 @@ _BASE = "kernelbench"
 FROZEN_WAIT_S = 5.0  # a freeze not seen complete in this long is reported as failed (the caller: the candidate's failure)
 
 
+def freezer_used() -> bool:
+    """Whether a candidate in a cgroup is stopped between requests by its freezer (the default), or by signals to each
+    process of its tree: ``KB_FREEZE=signal``, an experiment (benchmarks/experiments/candidate_lean.py, the candidate's
+    lean), the cgroup still holding and killing the tree."""
+    return os.environ.get("KB_FREEZE", "cgroup") != "signal"
+
+
 @dataclasses.dataclass(frozen=True)
 class Support:
     """Where this host lets the judge make cgroups: the v2 folder for freeze and kill, and where each limit lives."""

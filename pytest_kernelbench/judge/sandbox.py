@@ -90,7 +90,8 @@ class SandboxInfo:
     @property
     def label(self) -> str:
         box = "bwrap" if self.kind == "bwrap" else f"none ({self.reason})"
-        return f"{box}, {self.cgroup_label}" if self.cgroup_label else box
+        signals = "" if cgroups.freezer_used() or not self.cgroups else ", stopped by signals (KB_FREEZE=signal)"
+        return f"{box}, {self.cgroup_label}{signals}" if self.cgroup_label else box
 
 
 def bwrap_path() -> str | None:

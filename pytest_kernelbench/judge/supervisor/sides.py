@@ -21,7 +21,7 @@ import torch
 
 from .. import protocol as p
 from ..assignment import describe_exit, read_tail
-from ..cgroups import FROZEN_WAIT_S, Cgroup
+from ..cgroups import FROZEN_WAIT_S, Cgroup, freezer_used
 from ..footprint import tree_memory_default
 from ..procs import ProcessTree, descendants, strays, tree_cpu_seconds
 from ..runner import EARLY_CUDA_ENV, PROFILE_ENV, serve
@@ -115,7 +115,7 @@ class Side:
         stopped now."""
         if (self.trusted and not self.client) or self.frozen or not self.alive():
             return False
-        if self._cgroup_freezes():
+        if self.process.cgroup is not None and freezer_used():
             self.frozen = True  # thawed as usual, even where the freeze did not finish
             if not self.process.cgroup.freeze():
                 raise StillRunning(f"its processes were still running {FROZEN_WAIT_S:g} s after their cgroup was frozen "
@@ -126,15 +126,9 @@ class Side:
         self.frozen = True
         return True
 
-    def _cgroup_freezes(self) -> bool:
-        """Whether its cgroup stops it (else signals, to each process of its tree). An experiment (``KB_FREEZE=signal``;
-        benchmarks/experiments/candidate_lean.py): signals with a cgroup, to tell the freezer's share of the candidate's
-        lean from the cgroup's other effects; the cgroup still holds and kills the tree."""
-        return self.process.cgroup is not None and os.environ.get("KB_FREEZE", "cgroup") != "signal"
-
     def thaw(self) -> None:
         if self.frozen:
-            if self._cgroup_freezes():
+            if self.process.cgroup is not None and freezer_used():
                 self.process.cgroup.thaw()
             elif self.tree is not None:
                 self.tree.thaw()
@@ -192,8 +186,7 @@ class Runners:
             self.sandbox = resolve(self.ctx.cfg.sandbox)
         except SandboxUnavailable as exc:
             raise Verdict("harness_error", str(exc)) from None
-        signals = self.sandbox.cgroups and os.environ.get("KB_FREEZE", "cgroup") == "signal"  # Side._cgroup_freezes
-        self.ctx.found.extra.sandbox = self.sandbox.label + (", stopped by signals (KB_FREEZE=signal)" if signals else "")
+        self.ctx.found.extra.sandbox = self.sandbox.label
 
     def start_reference(self, fork: bool = True, tag: str = "") -> Side:
         """The reference's runner: a plain child process (trusted code; level 4 needs the network and caches).
