@@ -89,8 +89,12 @@ class Device:
     def requeue(self) -> None:
         """Let the shared lock go and queue for it again, behind the exclusive holder that waits."""
         self._lock.release()
+        self._take_back(shared=True)
+
+    def _take_back(self, shared: bool, announce: int | None = None) -> None:
+        """Queue again for the phase's lock, let go a moment ago (:meth:`requeue`, :meth:`give_way`)."""
         try:
-            self._lock.acquire(timeout=self.ctx.cfg.lock_timeout, shared=True)
+            self._lock.acquire(timeout=self.ctx.cfg.lock_timeout, shared=shared, announce=announce)
         except Timeout:
             lost = f"could not take the device lock {self._lock.lock_file} back in {self.ctx.cfg.lock_timeout:g} s"
             raise Verdict("harness_error", lost) from None
@@ -146,17 +150,13 @@ class Device:
         """Holding the device alone on a GPU another judge's kernel keeps busy: let the lock go for ``seconds``, with
         no announcement (a shared holder stepped aside for this phase continues its call, charged to it), then queue
         for it again as the phase did. Not the phase's lock time."""
-        ctx, lock = self.ctx, self._lock
+        ctx = self.ctx
         ctx.found.count("settle_gave_way")
         released = _perf_counter()
-        lock.release()
+        self._lock.release()
         time.sleep(seconds)
         ctx.status.enter("wait_lock")
-        try:
-            lock.acquire(timeout=ctx.cfg.lock_timeout, announce=exclusive_need(ctx.fp, self._phase, ctx.problem))
-        except Timeout:
-            lost = f"could not take the device lock {lock.lock_file} back in {ctx.cfg.lock_timeout:g} s"
-            raise Verdict("harness_error", lost) from None
+        self._take_back(shared=False, announce=exclusive_need(ctx.fp, self._phase, ctx.problem))
         ctx.found.tally("lock_held_s", self._phase, released - _perf_counter())
         ctx.status.enter("settle")
 

@@ -35,7 +35,7 @@ from .buffers import Buffers, nbytes, tensor_leaves
 from .building import Builder
 from .device import Device
 from .memo import Remembered, memo_for, recall, remember
-from .plan import PAIR_START_S, WARM_STEP_RATIO, WARMUP_UNLOCKED_BYTES, Footprint, admission_bytes, reference_bytes, warm_bytes
+from .plan import PAIR_START_S, WARM_STEP_RATIO, WARMUP_UNLOCKED_BYTES, admission_bytes, reference_bytes, warm_bytes
 from .problem import LocalProblem, SandboxedProblem
 from .record import Context, Status, Verdict
 from .sides import Runners
@@ -147,11 +147,11 @@ class Evaluation:
         big = self.cfg.mode != "eager" and ctx.on_gpu and ctx.problem.input_bytes() > WARMUP_UNLOCKED_BYTES
         locked = self.cfg.mode == "eager" or big
         memo = memo_for(ctx, self.device.key())
-        known = recall(memo) if memo is not None else None
+        known = recall(memo, ctx.on_gpu) if memo is not None else None
         with self.reference_phase(locked, known):
             ctx.out_spec = self.discover()
             if known is not None:  # measured holding the device alone, by an earlier judge of this problem here
-                self.device.quiet_s, ctx.fp.ref_ms = known.quiet_s, min(ctx.fp.ref_ms, known.ref_ms)
+                self.device.quiet_s, ctx.fp.ref_ms = known.quiet_s, min(ctx.fp.ref_ms, known.fp.ref_ms)
             elif ctx.on_gpu:  # before any candidate code runs: the GPU is ours and the reference's
                 with self.found.split("reference.probe_floor"):
                     self.device.quiet_s = self.device.probe_floor()
@@ -164,8 +164,7 @@ class Evaluation:
         """The reference's first call: shared, admitted for its remembered footprint (:func:`plan.reference_bytes`); else
         holding the device alone where ``locked`` (eager mode, a big compile-mode problem)."""
         if known is not None:
-            fp = Footprint(self.ctx.on_gpu, known.io_bytes, known.ref_peak_bytes)
-            return self.buffers.phase("reference", shared=True, need=reference_bytes(fp))
+            return self.buffers.phase("reference", shared=True, need=reference_bytes(known.fp))
         return self.buffers.phase("reference") if locked else contextlib.nullcontext()
 
     def ready_reference(self) -> None:

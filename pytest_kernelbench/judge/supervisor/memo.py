@@ -26,9 +26,7 @@ VERSION = 1
 
 @dataclasses.dataclass(frozen=True)
 class Remembered:
-    io_bytes: tuple[int, int]
-    ref_peak_bytes: int
-    ref_ms: float
+    fp: Footprint  # the reference's first call, as an earlier judge measured it holding the device alone
     quiet_s: float | None  # a probe's round trip on the quiet GPU (None on the CPU)
 
 
@@ -52,12 +50,12 @@ def memo_path(lock_dir: str, device_key: str, problem_text: str, shaping: dict[s
     return Path(lock_dir) / f"{safe}.footprints" / f"{digest}.json"
 
 
-def recall(path: Path) -> Remembered | None:
+def recall(path: Path, on_gpu: bool) -> Remembered | None:
     """The footprint kept at ``path``; None when there is none or it cannot be read (it is measured again)."""
     try:
         data = json.loads(path.read_text())
-        return Remembered((int(data["io_bytes"][0]), int(data["io_bytes"][1])), int(data["ref_peak_bytes"]),
-                          float(data["ref_ms"]), None if data["quiet_s"] is None else float(data["quiet_s"]))  # fmt: skip
+        fp = Footprint(on_gpu, (int(data["io_bytes"][0]), int(data["io_bytes"][1])), int(data["ref_peak_bytes"]), float(data["ref_ms"]))
+        return Remembered(fp, None if data["quiet_s"] is None else float(data["quiet_s"]))
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
 

@@ -293,8 +293,8 @@ class Runners:
         """An experiment (``KB_REFERENCE_CGROUP=1``; benchmarks/experiments/candidate_lean.py): the reference's runner
         moved into a cgroup of its own, as the candidate's runner is (never frozen), so that both sides' calls on the
         one timing core are scheduled alike. Off by default: on the H200s the candidate's wall beyond its claims was
-        longer than the reference's by 11.1 us a call at the median as judged (7 self-judgments), -0.2 us without the
-        candidate's cgroup (7), 0.9 us with this (3) (docs/timing-fidelity.md, "The candidate's lean")."""
+        longer than the reference's by 7.3 us a call at the median as judged (13 self-judgments), -0.2 us without the
+        candidate's cgroup (10), 6.6 us with this (6) (docs/timing-fidelity.md, "The candidate's lean")."""
         if side is None or os.environ.get("KB_REFERENCE_CGROUP") != "1" or self.sandbox is None or not self.sandbox.cgroups:
             return
         if side.process.cgroup is not None:  # a client's problem's runner: in its own already, frozen and killed by it
