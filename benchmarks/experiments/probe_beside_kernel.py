@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -24,6 +25,9 @@ import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from pytest_kernelbench.judge.supervisor.plan import quiet_floor  # noqa: E402
 
 BUSY = {
     "long_kernel": (
@@ -47,9 +51,8 @@ def probes(buf: torch.Tensor, count: int) -> list[float]:
 
 
 def floor_us(times: list[float]) -> float:
-    """Device.probe_floor's rule, on the first 21 probes (us)."""
-    ordered = sorted(times[:21])
-    return max(3 * ordered[10], ordered[10] + 100.0)
+    """Device.probe_floor's rule (plan.quiet_floor), uncapped, on the first 21 probes (us)."""
+    return quiet_floor([t * 1e-6 for t in times[:21]], cap=math.inf) * 1e6
 
 
 def describe(times: list[float], quiet_floor: float) -> dict:

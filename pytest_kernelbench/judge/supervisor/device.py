@@ -16,7 +16,16 @@ from filelock import Timeout
 
 from .. import cores
 from ..locking import admitted, cpu_timing_holder, device_lock, mark_cpu_timing, wait_while_cpu_timing
-from .plan import PAUSE_LIMIT, PROBE_FLOOR_MAX_S, SETTLE_AWAY_MAX_S, SETTLE_AWAY_S, SETTLE_TURN_S, admission_bytes, exclusive_need
+from .plan import (
+    PAUSE_LIMIT,
+    PROBE_FLOOR_MAX_S,
+    SETTLE_AWAY_MAX_S,
+    SETTLE_AWAY_S,
+    SETTLE_TURN_S,
+    admission_bytes,
+    exclusive_need,
+    quiet_floor,
+)
 from .record import Context, Verdict
 
 _perf_counter = time.perf_counter
@@ -186,8 +195,7 @@ class Device:
     def probe_floor(self) -> float:
         """How long a probe takes on a quiet GPU (every runner is stopped here), with margin; at most PROBE_FLOOR_MAX_S,
         for another judge's kernel may still run here (a step aside stops processes, not their kernels)."""
-        times = sorted(self._probe() for _ in range(21))
-        return min(max(3 * times[10], times[10] + 100e-6), PROBE_FLOOR_MAX_S)
+        return quiet_floor([self._probe() for _ in range(21)])
 
     # -------------------------------------------------------------- the timing core
 

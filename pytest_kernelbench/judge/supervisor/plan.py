@@ -147,6 +147,13 @@ def admission_bytes(fp: Footprint) -> int:
     return 2 * fp.ref_peak_bytes + 3 * inputs + 2 * outputs + moving + ADMISSION_MARGIN_BYTES
 
 
+def quiet_floor(probes_s: list[float], cap: float = PROBE_FLOOR_MAX_S) -> float:
+    """A quiet GPU's probe time, with margin, from probes taken on it (Device.probe_floor): 3x their median, at least
+    the median + 100 us, at most ``cap``."""
+    median = sorted(probes_s)[len(probes_s) // 2]
+    return min(max(3 * median, median + 100e-6), cap)
+
+
 def reference_bytes(fp: Footprint) -> int:
     """What the reference's first call may add to the device where its footprint is known (memo.py): its runner's
     peak, its inputs in a shared buffer and the fresh inputs they are copied from, its outputs, a context's worth."""
