@@ -1,5 +1,6 @@
 """The per-device timing lock: two processes never hold it at once, and waiting for it is not a timeout."""
 
+import json
 import os
 import subprocess
 import sys
@@ -382,8 +383,6 @@ def test_a_problems_footprint_measured_alone_is_remembered_and_its_next_judges_c
     """supervisor/memo.py: the reference's first call holds the device alone once per problem and setting on a machine;
     later judges run it in a shared phase, admitted for the footprint remembered. Another seed is another footprint; one
     that cannot be read is measured again."""
-    import json
-
     config = cpu_config(lock_dir=str(tmp_path / "locks"))
     first, second = (evaluate(tiny_problem(), broken("correct"), config) for _ in range(2))
     assert first.correct and second.correct, (first.message, second.message)
@@ -396,6 +395,21 @@ def test_a_problems_footprint_measured_alone_is_remembered_and_its_next_judges_c
     kept[0].write_text('{"io_bytes": [')
     again = evaluate(tiny_problem(), broken("correct"), config)
     assert again.correct and again.extra.reference_shared is None and json.loads(kept[0].read_text())["ref_ms"] > 0
+
+
+def test_a_remembered_footprint_that_no_measurement_gives_is_measured_again(tmp_path):
+    """memo.recall reads the lock folder as untrusted input (without bwrap it is not hidden from candidates): a quiet
+    GPU's floor of 0 or of seconds, negative bytes, a time of 0, a CPU floor on a GPU: measured again."""
+    from pytest_kernelbench.judge.supervisor.memo import recall
+
+    path = tmp_path / "memo.json"
+    good = {"io_bytes": [4096, 4096], "ref_peak_bytes": 1 << 20, "ref_ms": 0.5, "quiet_s": 1e-4}
+    path.write_text(json.dumps(good))
+    assert recall(path, on_gpu=True).quiet_s == 1e-4 and recall(path, on_gpu=True).fp.io_bytes == (4096, 4096)
+    assert recall(path, on_gpu=False) is None  # a GPU's floor for a CPU judge
+    for bad in ({"quiet_s": 0.0}, {"quiet_s": 2.0}, {"quiet_s": None}, {"ref_peak_bytes": -1}, {"io_bytes": [-1, 0]}, {"ref_ms": 0}):
+        path.write_text(json.dumps({**good, **bad}))
+        assert recall(path, on_gpu=True) is None, bad
 
 
 def test_a_probe_floor_measured_beside_another_processs_kernel_does_not_take_that_busy_gpu_for_quiet(monkeypatch):

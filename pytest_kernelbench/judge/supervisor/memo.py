@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from .plan import Footprint
+from .plan import PROBE_FLOOR_MAX_S, Footprint
 
 VERSION = 1
 
@@ -51,13 +51,21 @@ def memo_path(lock_dir: str, device_key: str, problem_text: str, shaping: dict[s
 
 
 def recall(path: Path, on_gpu: bool) -> Remembered | None:
-    """The footprint kept at ``path``; None when there is none or it cannot be read (it is measured again)."""
+    """The footprint kept at ``path``; None when there is none, it cannot be read, or it holds what no measurement gives
+    (a floor outside (0, PROBE_FLOOR_MAX_S], negative bytes): it is measured again. Without bwrap the lock folder is not
+    hidden from candidates (docs/judge.md), and a floor of 0 or of seconds would fail or blind every later judge's
+    wait for a quiet GPU."""
     try:
         data = json.loads(path.read_text())
         fp = Footprint(on_gpu, (int(data["io_bytes"][0]), int(data["io_bytes"][1])), int(data["ref_peak_bytes"]), float(data["ref_ms"]))
-        return Remembered(fp, None if data["quiet_s"] is None else float(data["quiet_s"]))
+        quiet_s = None if data["quiet_s"] is None else float(data["quiet_s"])
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
+    if min(*fp.io_bytes, fp.ref_peak_bytes) < 0 or not fp.ref_ms > 0 or (quiet_s is None) == on_gpu:
+        return None
+    if quiet_s is not None and not 0 < quiet_s <= PROBE_FLOOR_MAX_S:
+        return None
+    return Remembered(fp, quiet_s)
 
 
 def remember(path: Path, fp: Footprint, quiet_s: float | None) -> None:
