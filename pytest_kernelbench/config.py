@@ -23,6 +23,23 @@ INPUTS = ("standard", "varied")  # --inputs: the correctness trials' distributio
 MAX_PROCESS_PAIRS = 5  # --process-pairs: as many as a CPU takes by itself (stats.AUTO_PAIRS); each a runner start and a timing phase
 
 
+# the judge's numeric settings from the environment (judge/supervisor/plan.py) and their defaults
+ENV_NUMBERS = {"KB_DISK_GB": "8", "KB_PROBE_FLOOR_MAX_US": "150"}
+
+
+def env_number(name: str) -> float:
+    """A positive number the environment sets (:data:`ENV_NUMBERS`: the default where unset); one that is not is a
+    one-line usage error, which EvalConfig raises before any work."""
+    given = os.environ.get(name) or ENV_NUMBERS[name]
+    try:
+        value = float(given)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise KernelBenchUsageError(f"{name}={given!r}: give a positive number (default {ENV_NUMBERS[name]})")
+    return value
+
+
 def default_cache_dir() -> Path:
     if os.environ.get("KB_CACHE_DIR"):
         return Path(os.environ["KB_CACHE_DIR"])
@@ -210,6 +227,8 @@ class EvalConfig:
             from .judge.sol import env_peak
 
             env_peak()
+        for name in ENV_NUMBERS:  # before any supervisor reads them (judge/supervisor/plan.py)
+            env_number(name)
         compile_mode(self.mode)  # a usage error for a mode that does not exist
         if self.ref_mode not in ("", *REF_MODES):
             raise KernelBenchUsageError(f"--ref-mode {self.ref_mode}: choose eval or train")

@@ -140,6 +140,16 @@ def test_a_bad_tolerance_is_a_one_line_usage_error_before_any_work(pytester, arg
     assert "Traceback" not in result.stderr.str() and "kernelbench summary" not in result.stdout.str()
 
 
+@pytest.mark.parametrize(("name", "value"), [("KB_PROBE_FLOOR_MAX_US", "abc"), ("KB_DISK_GB", "-1")])
+def test_a_bad_numeric_setting_in_the_environment_is_a_one_line_usage_error_before_any_work(pytester, monkeypatch, name, value):
+    """config.ENV_NUMBERS, read by every supervisor (judge/supervisor/plan.py): checked once, before anything is judged."""
+    monkeypatch.setenv(name, value)
+    result = pytester.runpytest_subprocess(*TINY_ARGS, "--device", "cpu")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines([f"ERROR: {name}='{value}': give a positive number (default *)"])
+    assert "Traceback" not in result.stderr.str() and "kernelbench summary" not in result.stdout.str()
+
+
 def test_the_tolerance_asked_for_is_in_the_header_the_report_and_junit(pytester):
     report, junit = pytester.path / "kb.json", pytester.path / "junit.xml"
     result = pytester.runpytest_subprocess(*TINY_ARGS, "--solutions", "baseline", "--device", "cpu", "--tolerance", "pike",

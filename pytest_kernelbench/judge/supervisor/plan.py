@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import secrets
 from typing import Any
 
 import torch
 
+from ...config import env_number
 from ..protocol import MAX_CALLS
 
 ADMISSION_MARGIN_BYTES = 1 << 30  # a CUDA context, cuBLAS workspaces, Triton's first compiles
@@ -64,11 +64,11 @@ SETTLE_AWAY_MAX_S = 60.0
 # floor of 113-117 us); beside another process's one long kernel, 211 us at least and 2.4 ms at the median (its time
 # slices), so a floor measured there (7.1 ms) took that busy GPU for a quiet one. KB_PROBE_FLOOR_MAX_US: for a machine
 # whose quiet probes take longer (none seen)
-PROBE_FLOOR_MAX_S = float(os.environ.get("KB_PROBE_FLOOR_MAX_US", "150")) * 1e-6
+PROBE_FLOOR_MAX_S = env_number("KB_PROBE_FLOOR_MAX_US") * 1e-6
 PAUSE_LIMIT = 120.0  # seconds a build step waits for one CPU timing phase at most (a phase times for max_time)
 # the disk one candidate may fill in the host folders it can write (its build folder, JIT caches, a scratch outside bwrap),
 # measured every DISK_CHECK_S seconds while it runs and after each phase; over it is the candidate's outcome
-DISK_BYTES = int(float(os.environ.get("KB_DISK_GB", "8")) * 2**30)
+DISK_BYTES = int(env_number("KB_DISK_GB") * 2**30)
 DISK_CHECK_S = 2.0
 CHECK_ARCH = "9.0"  # --device cpu-check compiles CUDA for this architecture unless TORCH_CUDA_ARCH_LIST names one (no GPU to ask)
 
