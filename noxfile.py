@@ -17,13 +17,13 @@ def _install(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     _install(session)
-    session.run("pytest", "tests", "-n", "2", *session.posargs)
+    session.run("pytest", "tests", "-n", "3", *session.posargs)  # .ci/run says why three
 
 
 @nox.session
 def full(session: nox.Session) -> None:
     _install(session)
-    session.run("pytest", "tests", "-n", "2", "--full", *session.posargs)
+    session.run("pytest", "tests", "-n", "3", "--full", *session.posargs)
 
 
 @nox.session
