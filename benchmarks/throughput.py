@@ -25,6 +25,9 @@ problem claims is listed and left out. Phases, each with its own empty build cac
 * warm: the same candidates again on the pipeline's cache: no compile at all.
 * serial: one candidate at a time, each built inside its own judge (no pool): the first
   ``--serial-count`` candidates only, as each costs a full cold build.
+* alone: the candidates the phase before judged, in the order it judged them, again one at a time on its build
+  cache (one judge: no other judge's work on the device or the cores); the row's ``against`` says how many kept their outcome and how many speedups agree within 5% and 10%
+  (issue 46: every verdict the same as the candidate judged alone).
 
 ``--judges N`` evaluations run at once in one session (as ``pytest -n N``; on CUDA spread over every visible GPU, each
 judge keeping one); ``--sessions M`` runs M such sessions at once, each a process of this script with its own build pool and judges, judging every M-th candidate, sharing the
@@ -80,7 +83,7 @@ from pytest_kernelbench.problems import Problem, dataset_specs, load_source, par
 PROBLEM = REPO / "problems" / "mini" / "1_LeakyReluScale.py"
 CORPUS = REPO / "benchmarks" / "corpus"
 CORPORA = ("synthetic", "level3", "level1-cuda", "level1-triton")
-PHASES = ("pipeline", "warm", "serial")
+PHASES = ("pipeline", "warm", "serial", "alone")
 DEFAULT_DATASET = "/work/shared/kernelbench"
 _PROBLEM_LINE = re.compile(r"^# problem: (\S+)/(\d+)\s*$")
 GPU_STAGES = ("init", "run", "compare", "time")
@@ -380,6 +383,7 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
     row["cpu_s"]["pool_builds"] = build_cpu
     if corpus != "synthetic":  # which candidate is which: first-call costs differ by kind (Triton JIT, nvcc, capture, inductor)
         row["by_kind"] = by_kind(lines)
+    if lines:
         keep = ("t", "problem", "candidate", "kind", "outcome", "speedup", "wall_s", "stage_s", "lock_held_s", "split_s", "cpu_s",
                 "input_variants", "timing", "samples", "stages_at", "reference_shared",
                 "settle_gave_way")  # t: seconds into the run when it ended
@@ -387,6 +391,30 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
                           for line in lines]  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
+
+
+def judged_again(pairs: list, before: dict | None) -> list:
+    """The alone phase's candidates: those the phase before judged, in the order it judged them (all without one)."""
+    if not (before or {}).get("results"):
+        return pairs
+    by_label = {c.label: (problem, c, kind) for problem, c, kind in pairs}
+    return [by_label[r["candidate"]] for r in sorted(before.get("results") or [], key=lambda r: r["t"]) if r["candidate"] in by_label]
+
+
+def agreement(before: dict, alone: dict) -> dict:
+    """How the candidates judged alone compare with the same candidates in ``before``: outcomes kept, and the speedups
+    that both print (correct both times) within 5% and 10% of each other; the widest five by their ratio."""
+    then = {r["candidate"]: r for r in before.get("results") or []}
+    pairs = [(then[r["candidate"]], r) for r in alone.get("results") or [] if r["candidate"] in then]
+    differ = [f"{a['candidate']}: {a['outcome']} then, {b['outcome']} alone" for a, b in pairs if a["outcome"] != b["outcome"]]
+    ratios = sorted(((b["speedup"] / a["speedup"], a["candidate"], a["speedup"], b["speedup"]) for a, b in pairs
+                     if a["outcome"] == b["outcome"] == "correct" and a["speedup"] and b["speedup"]),
+                    key=lambda x: -abs(math.log(x[0])))  # fmt: skip
+    return {"compared": len(pairs), "same_outcome": len(pairs) - len(differ), "outcome_differs": differ,
+            "speedups": len(ratios), "within_5pct": sum(abs(r - 1) <= 0.05 for r, *_ in ratios),
+            "within_10pct": sum(abs(r - 1) <= 0.10 for r, *_ in ratios),
+            "widest": [{"candidate": c, "then": round(x, 3), "alone": round(y, 3), "ratio": round(r, 3)}
+                       for r, c, x, y in ratios[:5]]}  # fmt: skip
 
 
 def phase_row(lines: list[dict], wall: float, cpu_busy: float, busy_jiffies: float, sampler: Sampler) -> dict:
@@ -488,6 +516,9 @@ def parse_args() -> argparse.Namespace:
                         help="seconds: stop the run then (judges in flight are stopped and left out, the phase row written "
                              "from those judged, later phases skipped); 0: none")  # fmt: skip
     parser.add_argument("--phases", default="pipeline,warm,serial")
+    parser.add_argument("--phase-seconds", type=float, default=0.0,
+                        help="seconds: stop each phase this long after its start, as --deadline stops the run (e.g. a cold "
+                             "pipeline cut at 330 s, then the alone phase until the deadline); 0: none")  # fmt: skip
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--inputs", choices=INPUTS, default=None,
                         help="the judge's --inputs (default: the judge's): the correctness trials' distributions (each line "
@@ -512,7 +543,7 @@ def parse_args() -> argparse.Namespace:
         parser.add_argument(hidden, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     bad = [f"--{k.replace('_', '-')} {getattr(args, k)}: must be 1 or more" for k in ("judges", "sessions") if getattr(args, k) < 1]
-    bad += [f"--phases: unknown phase {p!r}: choose from pipeline, warm, serial" for p in args.phases.split(",") if p not in PHASES]
+    bad += [f"--phases: unknown phase {p!r}: choose from {', '.join(PHASES)}" for p in args.phases.split(",") if p not in PHASES]
     if args.corpus not in CORPORA and not Path(args.corpus).is_dir():
         bad.append(f"--corpus {args.corpus}: no such folder; pass {', '.join(CORPORA)} or a folder of solution files")
     if args.corpus in CORPORA[1:] and args.device != "cuda":
@@ -579,16 +610,17 @@ def main() -> None:
     if args.session:
         session_main(args, pairs)
         return
-    stop_at = time.time() + args.deadline if args.deadline > 0 else math.inf
+    run_stop = time.time() + args.deadline if args.deadline > 0 else math.inf
     args.out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="kb-throughput-"))
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"), "corpus": args.corpus,
            "candidates": len(pairs), "args": vars(args) | {"out": str(args.out)}, "phases": [], "skipped_phases": []}  # fmt: skip
-    judged = {"judges": args.judges, "corpus": args.corpus, "samples": args.samples, "stop_at": stop_at}
+    judged = {"judges": args.judges, "corpus": args.corpus, "samples": args.samples}
     for phase in args.phases.split(","):
-        if time.time() >= stop_at:
+        if time.time() >= run_stop:
             doc["skipped_phases"].append(phase)
             continue
+        judged["stop_at"] = min(run_stop, time.time() + args.phase_seconds) if args.phase_seconds > 0 else run_stop
         sessions = (args.sessions, sys.argv[1:], "pipeline", scratch)
         if phase == "pipeline":
             row = run_phase("pipeline (cold)", pairs, make_config(args, scratch, "pipeline"), args.build_jobs, args.device, **judged,
@@ -596,6 +628,11 @@ def main() -> None:
         elif phase == "warm":
             row = run_phase("pipeline (warm cache)", pairs, make_config(args, scratch, "pipeline"), args.build_jobs, args.device, **judged,
                             sessions=sessions)  # fmt: skip
+        elif phase == "alone":
+            before = doc["phases"][-1] if doc["phases"] else None
+            row = run_phase("alone (warm cache)", judged_again(pairs, before), make_config(args, scratch, "pipeline"), 0, args.device,
+                            **(judged | {"judges": 1}))  # fmt: skip
+            row["against"] = agreement(before, row) if (before or {}).get("results") else None
         else:
             row = run_phase("serial (cold)", pairs[: args.serial_count], make_config(args, scratch, "serial"), 0, args.device,
                             **(judged | {"judges": 1}))  # fmt: skip
@@ -620,6 +657,12 @@ def tables(doc: dict) -> str:
                    f"{r['pch']} {r['pch_events']} | "
                    f"{r['wall_s']} | {r['per_hour']} | {outcomes} | {r['cached_builds']} | {busy} | {r['judge_gpu_stage_fraction']:.0%} | "
                    f"{len(r['cut_off'])} |")  # fmt: skip
+    for r in doc["phases"]:
+        if r.get("against"):
+            a = r["against"]
+            out += ["", f"{r['phase']} against the phase before: {a['same_outcome']} of {a['compared']} kept their outcome "
+                        f"{a['outcome_differs'] or ''}; of {a['speedups']} speedups both printed, {a['within_5pct']} within 5%, "
+                        f"{a['within_10pct']} within 10%; widest: {a['widest'][:3]}"]  # fmt: skip
     parts = ("judge_wall", "compile_stage", "lock_held", "wait_lock", "rest")
     out += ["", "judges' seconds, summed over the candidates:", "", "| phase | " + " | ".join(parts) + " | lock held by phase |",
             "|" + " --- |" * (len(parts) + 2)]  # fmt: skip

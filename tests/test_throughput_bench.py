@@ -1,0 +1,40 @@
+"""benchmarks/throughput.py's alone phase: the candidates a phase judged, judged again one at a time, and compared."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+_BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(_BENCH))  # throughput.py imports corpus_dir from beside it
+_SPEC = importlib.util.spec_from_file_location("kb_benchmarks_throughput", _BENCH / "throughput.py")  # benchmarks/ is no package
+throughput = sys.modules.setdefault(_SPEC.name, importlib.util.module_from_spec(_SPEC))
+_SPEC.loader.exec_module(throughput)
+
+
+class _Candidate:
+    def __init__(self, label: str):
+        self.label = label
+
+
+def _result(candidate: str, outcome: str, speedup: float | None, t: float = 0.0) -> dict:
+    return {"candidate": candidate, "outcome": outcome, "speedup": speedup, "t": t}
+
+
+def test_the_alone_phase_takes_what_the_phase_before_judged_in_the_order_it_judged_them():
+    pairs = [("p", _Candidate(name), "cuda") for name in ("a", "b", "c", "d")]
+    before = {"results": [_result("c", "correct", 1.1, t=5.0), _result("a", "incorrect", None, t=9.0), _result("gone", "correct", 1.0)]}
+    assert [c.label for _, c, _ in throughput.judged_again(pairs, before)] == ["c", "a"]  # d was cut off; gone is no pair
+    assert throughput.judged_again(pairs, None) == pairs
+    assert throughput.judged_again(pairs, {"results": []}) == pairs  # a synthetic run before kept no results
+
+
+def test_agreement_counts_kept_outcomes_and_speedups_within_5_and_10_percent_widest_first():
+    before = {"results": [_result("a", "correct", 1.00), _result("b", "correct", 2.00), _result("c", "correct", 1.50),
+                          _result("d", "incorrect", None), _result("e", "correct", 1.2), _result("f", "correct", 1.0)]}  # fmt: skip
+    alone = {"results": [_result("a", "correct", 1.04), _result("b", "correct", 1.84), _result("c", "correct", 1.80),
+                         _result("d", "correct", 1.3), _result("e", "timeout", None)]}  # fmt: skip
+    found = throughput.agreement(before, alone)
+    assert found["compared"] == 5 and found["same_outcome"] == 3, found  # f was not judged alone
+    assert found["outcome_differs"] == ["d: incorrect then, correct alone", "e: correct then, timeout alone"]
+    assert (found["speedups"], found["within_5pct"], found["within_10pct"]) == (3, 1, 2), found
+    assert [w["candidate"] for w in found["widest"]] == ["c", "b", "a"] and found["widest"][0]["ratio"] == 1.2
