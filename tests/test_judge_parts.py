@@ -1020,6 +1020,39 @@ def test_renicing_sets_every_thread_of_a_process_and_back():
         assert renice([proc.pid], 0) == 4 and {os.getpriority(os.PRIO_PROCESS, t) for t in tids} == {0}
 
 
+def _session_nice(pid: int) -> int | None:
+    """The nice value of a process's session where the kernel has autogroups (None without)."""
+    from pytest_kernelbench.judge.cores import autogroups
+
+    return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1]) if autogroups() else None
+
+
+_BUSY = ("import os, sys, time\nos.sched_setaffinity(0, {int(sys.argv[1])})\nstart = float(sys.argv[2])\n"
+         "while time.time() < start:\n    pass\nn = 0\nwhile time.time() < start + 1.0:\n    n += 1\nprint(n)")  # fmt: skip
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority needs root (CAP_SYS_NICE)")
+def test_a_reniced_runner_in_a_session_of_its_own_runs_ahead_of_another_sessions_work_on_its_core():
+    """Where the kernel has autogroups, a nice value counts only inside its session, and every runner has one of its own:
+    two busy processes, each in a session of its own, on one core for a second; the one reniced to cores.TIMING_NICE gets
+    nearly all of it (half, here, when only its threads were reniced: 2-core machine, 2026-12-01)."""
+    from pytest_kernelbench.judge.cores import TIMING_NICE, allowed, autogroups, renice
+
+    if not autogroups():
+        pytest.skip("this kernel has no autogroups: a nice value counts across sessions")
+    core, start = str(min(allowed())), repr(time.time() + 1.0)
+    busy = [subprocess.Popen([sys.executable, "-c", _BUSY, core, start], stdout=subprocess.PIPE, text=True, start_new_session=True)
+            for _ in range(2)]  # fmt: skip
+    try:
+        assert renice([busy[0].pid], TIMING_NICE) >= 1
+        ahead, other = (int(proc.communicate(timeout=30)[0]) for proc in busy)
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    assert ahead / (ahead + other) > 0.85, (ahead, other)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="raising a priority needs root (CAP_SYS_NICE)")
 def test_a_gpu_time_phase_runs_its_runners_and_the_supervisor_ahead_of_other_work_and_puts_them_back(monkeypatch):
     """Device.on_timing_core: the runners' threads and the supervisor's at cores.TIMING_NICE for the phase (a thread the
@@ -1039,11 +1072,14 @@ def test_a_gpu_time_phase_runs_its_runners_and_the_supervisor_ahead_of_other_wor
             device = Device(ctx)
             with device.on_timing_core(lambda: [[proc.pid]]):
                 assert os.getpriority(os.PRIO_PROCESS, proc.pid) == os.getpriority(os.PRIO_PROCESS, 0) == cores.TIMING_NICE
+                assert _session_nice(proc.pid) in (None, cores.TIMING_NICE)  # its session's too, where the kernel groups them
                 os.setpriority(os.PRIO_PROCESS, proc.pid, 5)  # the candidate lowers itself ...
                 device.rebind([proc.pid])
                 assert os.getpriority(os.PRIO_PROCESS, proc.pid) == cores.TIMING_NICE  # ... and is put back at its next stop
             assert os.getpriority(os.PRIO_PROCESS, proc.pid) == os.getpriority(os.PRIO_PROCESS, 0) == base
+            assert _session_nice(proc.pid) in (None, base)
             assert ctx.found.extra.timing_core["niced"] == 1 and device.nice is None
+            assert ctx.found.extra.timing_core["autogroups"] == (_session_nice(proc.pid) is not None)
             monkeypatch.setenv("KB_TIMING_NICE", "0")
             with device.on_timing_core(lambda: [[proc.pid]]):
                 assert os.getpriority(os.PRIO_PROCESS, proc.pid) == base and device.nice is None

@@ -32,7 +32,12 @@ MIN_CORES = 4  # fewer: no core is set aside (a 2-core machine's builds and judg
 # or CAP_SYS_NICE): a CPU hog that the kernel placed on the timing core otherwise preempted a runner between its call's
 # kernels finishing and its sync returning, which read as work off the call's stream and was charged to the call (the
 # same matmul judged against itself beside 15 hogs on a 16-core H200 machine: 0.79x, 18 of 33 calls "off-stream").
+# Where the kernel groups processes by session for the scheduler (autogroups: /proc/sys/kernel/sched_autogroup_enabled,
+# on by default in many distributions' kernels), a nice value counts only inside its session, and each runner and
+# supervisor has a session of its own: two busy processes on one core, one at -20, shared it half and half here (2-core
+# machine, 2026-12-01) until the session's own nice value (/proc/PID/autogroup) was set too (98.4%).
 TIMING_NICE = -20
+AUTOGROUP_SWITCH = "/proc/sys/kernel/sched_autogroup_enabled"
 CPU_DIR = "/sys/devices/system/cpu"  # the kernel's CPU topology (SMT siblings)
 
 
@@ -108,10 +113,11 @@ def threads(pids: Iterable[int]) -> Iterator[int]:
         yield from map(int, tids)
 
 
-def renice(pids: Iterable[int], nice: int) -> int:
-    """Set every thread of the processes ``pids`` to ``nice``: how many were set (0 where this process may not raise a
-    priority). Threads that end meanwhile are skipped."""
-    done = 0
+def renice(pids: Iterable[int], nice: int, sessions: bool = True) -> int:
+    """Set every thread of the processes ``pids`` to ``nice``, and where the kernel has autogroups (and ``sessions``)
+    their sessions too: how many threads were set (0 where this process may not raise a priority). Threads that end
+    meanwhile are skipped."""
+    pids, done = list(pids), 0
     for tid in threads(pids):
         try:
             os.setpriority(os.PRIO_PROCESS, tid, nice)
@@ -120,7 +126,21 @@ def renice(pids: Iterable[int], nice: int) -> int:
         except OSError:  # the thread ended
             continue
         done += 1
+    if sessions and autogroups():
+        for pid in pids:
+            with contextlib.suppress(OSError):  # the process ended, or its session is not ours to raise
+                with open(f"/proc/{pid}/autogroup", "w") as session:
+                    session.write(str(nice))
     return done
+
+
+def autogroups() -> bool:
+    """Whether the kernel schedules each session as a group (then a nice value counts only inside its session)."""
+    try:
+        with open(AUTOGROUP_SWITCH) as switch:
+            return switch.read().strip() == "1"
+    except OSError:
+        return False
 
 
 def bind(pids: Iterable[int], cores: set[int]) -> tuple[int, int]:

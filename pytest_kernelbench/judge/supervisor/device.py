@@ -204,7 +204,8 @@ class Device:
         """On a GPU, both runners bound to one core for the time phase (:mod:`..cores`: how fast a process dispatches
         a call depends on the core it landed on, and a short call's event window holds its dispatch), and back to this
         process's cores after it; where the judge may, they and this process run at ``cores.TIMING_NICE`` meanwhile (no
-        other work on that core preempts a call's dispatch or sync; ``KB_TIMING_NICE=0``: not). ``KB_TIMING_CORE=0``:
+        other work on that core preempts a call's dispatch or sync; their sessions too where the kernel has autogroups;
+        ``KB_TIMING_NICE=0``: not). ``KB_TIMING_CORE=0``:
         left where they are. ``runner_pids``: each live runner's tree."""
         core = cores.timing_core(self.ctx.cfg.device_index) if self.ctx.on_gpu else None
         if core is None or os.environ.get("KB_TIMING_CORE", "1") == "0":
@@ -212,7 +213,8 @@ class Device:
             return
         self.core = {core}
         extra = self.ctx.found.extra
-        record = extra.timing_core = extra.timing_core or {"core": core, "threads": 0, "moved_back": 0}  # all pairs'
+        record = extra.timing_core = extra.timing_core or {"core": core, "threads": 0, "moved_back": 0,
+                                                           "autogroups": cores.autogroups()}  # all pairs'
         record["threads"] += sum(cores.bind(pids, self.core)[0] for pids in runner_pids())
         base, me = os.getpriority(os.PRIO_PROCESS, 0), [os.getpid()]
         asked = os.environ.get("KB_TIMING_NICE", "1") != "0"
@@ -236,5 +238,5 @@ class Device:
         if self.core is not None:
             moved = cores.bind(members, self.core)[1]
             self.ctx.found.extra.timing_core["moved_back"] += moved
-            if self.nice is not None:  # a thread it started since, or one it lowered itself
-                cores.renice(members, self.nice)
+            if self.nice is not None:  # a thread it started since, or one it lowered itself (its session: at the phase's start;
+                cores.renice(members, self.nice, sessions=False)  # one it made since, or made nicer, slows only itself)
