@@ -47,7 +47,7 @@ def one(args: argparse.Namespace) -> dict:
     result = evaluate(problem, baseline_candidate(problem), cfg)
     check, split = result.extra.wall_check or {}, result.extra.split_s or {}
     return {"condition": args.one, "outcome": result.outcome.value, "speedup": result.speedup, "timer": result.extra.timer,
-            "calls_per_round": result.extra.calls_per_round, "sandbox": result.extra.sandbox,
+            "calls_per_round": result.extra.calls_per_round, "sandbox": result.extra.sandbox, "timing_core": result.extra.timing_core,
             **{k: check.get(k) for k in WALL}, **{k: split.get(k) for k in PARTS}}  # fmt: skip
 
 
