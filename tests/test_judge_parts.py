@@ -1020,6 +1020,33 @@ def test_renicing_sets_every_thread_of_a_process_and_back():
         assert renice([proc.pid], 0) == 4 and {os.getpriority(os.PRIO_PROCESS, t) for t in tids} == {0}
 
 
+def test_autogroups_count_only_in_the_root_cpu_group_whether_v1_v2_or_a_cgroup_namespace(tmp_path):
+    """cgroups.cpu_group_is_root, on fake /proc/self/cgroup files and cgroup trees: the kernel's autogroups (and so the
+    sessions' nice values) apply only to a process no cpu cgroup holds. The H200 machines' layout: a host's cgroup with
+    the cpu controller above the judge's own (which offers only memory)."""
+    from pytest_kernelbench.judge.cgroups import cpu_group_is_root
+
+    def proc(text: str) -> str:
+        path = tmp_path / f"cgroup-{abs(hash(text))}"
+        path.write_text(text)
+        return str(path)
+
+    v2 = tmp_path / "v2"
+    (v2 / "process_api" / "dd06" / "kernelbench").mkdir(parents=True)
+    (v2 / "process_api" / "cpu.weight").write_text("100\n")  # the host's group: the cpu controller
+    mounts = {"cgroup2": v2}
+    assert not cpu_group_is_root(proc("0::/process_api/dd06\n"), mounts)  # the H200 machines'
+    assert not cpu_group_is_root(proc("0::/process_api/dd06/kernelbench\n"), mounts)  # ... and the candidates' below it
+    (v2 / "plain").mkdir()
+    assert cpu_group_is_root(proc("0::/plain\n"), mounts)  # no cpu controller on the way up
+    assert cpu_group_is_root(proc("0::/\n"), mounts)
+    (v2 / "cpu.weight").write_text("100\n")  # a cgroup namespace's root: another's child, cpu controller and all
+    assert not cpu_group_is_root(proc("0::/\n"), mounts)
+    hybrid = "12:cpu,cpuacct:{}\n4:memory:/x\n0::/\n"  # v1 cpu governs; its path says
+    assert cpu_group_is_root(proc(hybrid.format("/")), {"cgroup2": tmp_path / "unified"})
+    assert not cpu_group_is_root(proc(hybrid.format("/user.slice")), {"cgroup2": tmp_path / "unified"})
+
+
 def _session_nice(pid: int) -> int | None:
     """The nice value of a process's session where the kernel has autogroups (None without)."""
     from pytest_kernelbench.judge.cores import autogroups

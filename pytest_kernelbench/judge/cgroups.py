@@ -94,6 +94,26 @@ def _own(mount: Path, hierarchy: str) -> Path:
     return mount
 
 
+def cpu_group_is_root(proc_cgroup: str = "/proc/self/cgroup", mounts: dict[str, Path] | None = None) -> bool:
+    """Whether this process is scheduled in the root CPU group (the kernel's autogroups apply only there): no v1 ``cpu``
+    hierarchy places it below its root, and no v2 cgroup above it, its own included, has the ``cpu`` controller (a
+    ``cpu.weight``, which the root never has: so also inside a cgroup namespace, whose root is another's child).
+    ``proc_cgroup``, ``mounts``: its /proc/PID/cgroup and the cgroup mounts (:func:`_mounts`)."""
+    mounts = _mounts() if mounts is None else mounts
+    try:
+        lines = [line.split(":", 2) for line in Path(proc_cgroup).read_text().splitlines()]
+    except OSError:
+        return True
+    for number, names, path in lines:
+        if number != "0" and "cpu" in names.split(","):
+            return path == "/"  # a v1 cpu hierarchy (a hybrid host's v2 has no cpu controller then)
+    unified = next((path for number, _, path in lines if number == "0"), None)
+    if "cgroup2" not in mounts or unified is None:
+        return True
+    group = mounts["cgroup2"] / unified.strip().lstrip("/")
+    return not any((parent / "cpu.weight").exists() for parent in (group, *group.parents) if parent.is_relative_to(mounts["cgroup2"]))
+
+
 def _make_base(root: Path, controllers: list[str]) -> Path:
     """``root/kernelbench`` with ``controllers`` enabled for its children (v2: in root's and its subtree_control)."""
     base = root / _BASE

@@ -21,10 +21,12 @@ call. At the phase's end they go back to the supervisor's own cores.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import os
 from collections.abc import Iterable, Iterator
 
+from .cgroups import cpu_group_is_root
 from .gpus import visible_entries
 
 MIN_CORES = 4  # fewer: no core is set aside (a 2-core machine's builds and judges need both)
@@ -134,13 +136,17 @@ def renice(pids: Iterable[int], nice: int, sessions: bool = True) -> int:
     return done
 
 
+@functools.cache
 def autogroups() -> bool:
-    """Whether the kernel schedules each session as a group (then a nice value counts only inside its session)."""
+    """Whether the kernel schedules this process's sessions as groups (then a nice value counts only inside its
+    session): its autogroups switched on, and this process in the root CPU group (in any other, its cgroup groups it;
+    the H200 machines: switched on, and each judge under a cgroup of the host's with the ``cpu`` controller)."""
     try:
         with open(AUTOGROUP_SWITCH) as switch:
-            return switch.read().strip() == "1"
+            on = switch.read().strip() == "1"
     except OSError:
         return False
+    return on and cpu_group_is_root()
 
 
 def bind(pids: Iterable[int], cores: set[int]) -> tuple[int, int]:
