@@ -30,6 +30,8 @@ CONDITIONS = {  # name: (environment, --kb-sandbox)
     "no-timing-core": ({"KB_TIMING_CORE": "0"}, "auto"),
     "reference-cgroup": ({"KB_REFERENCE_CGROUP": "1"}, "auto"),  # the reference's runner in a cgroup too
     "signal-freeze": ({"KB_FREEZE": "signal"}, "auto"),  # the cgroup kept, the candidate stopped by signals, not its freezer
+    # both sides alike: each in a cgroup, each stopped by signals between requests (the reference is otherwise never stopped)
+    "both-stopped": ({"KB_FREEZE": "signal", "KB_FREEZE_REFERENCE": "1", "KB_REFERENCE_CGROUP": "1"}, "auto"),
 }
 WALL = ("excess_ms", "bound_ms", "ref_overhead_ms", "event_speedup", "wall_speedup", "capped")
 PARTS = ("time/call.wake", "time/call.inputs", "time/call.request", "time/call.seal", "time/call.drain", "time/call.stop")
