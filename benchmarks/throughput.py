@@ -398,7 +398,7 @@ def judged_again(pairs: list, before: dict | None) -> list:
     if not (before or {}).get("results"):
         return pairs
     by_label = {c.label: (problem, c, kind) for problem, c, kind in pairs}
-    return [by_label[r["candidate"]] for r in sorted(before.get("results") or [], key=lambda r: r["t"]) if r["candidate"] in by_label]
+    return [by_label[r["candidate"]] for r in sorted(before["results"], key=lambda r: r["t"]) if r["candidate"] in by_label]
 
 
 def agreement(before: dict, alone: dict) -> dict:

@@ -81,11 +81,11 @@ def _mounts() -> dict[str, Path]:
     return found
 
 
-def _own(mount: Path, hierarchy: str) -> Path:
+def _own(mount: Path, hierarchy: str, proc_cgroup: str = "/proc/self/cgroup") -> Path:
     """This process's cgroup in a hierarchy (``0`` for v2's, else a v1 controller's name): the judge's cgroups go below
     it, never beside it, so that they stay inside every limit the host set for the judge (a container's memory, say)."""
     try:
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
+        for line in Path(proc_cgroup).read_text().splitlines():
             number, names, path = line.split(":", 2)
             if (hierarchy == "0" and number == "0") or hierarchy in names.split(","):
                 return mount / path.lstrip("/")
@@ -107,10 +107,9 @@ def cpu_group_is_root(proc_cgroup: str = "/proc/self/cgroup", mounts: dict[str, 
     for number, names, path in lines:
         if number != "0" and "cpu" in names.split(","):
             return path == "/"  # a v1 cpu hierarchy (a hybrid host's v2 has no cpu controller then)
-    unified = next((path for number, _, path in lines if number == "0"), None)
-    if "cgroup2" not in mounts or unified is None:
+    if "cgroup2" not in mounts:
         return True
-    group = mounts["cgroup2"] / unified.strip().lstrip("/")
+    group = _own(mounts["cgroup2"], "0", proc_cgroup)
     return not any((parent / "cpu.weight").exists() for parent in (group, *group.parents) if parent.is_relative_to(mounts["cgroup2"]))
 
 
