@@ -183,3 +183,27 @@ def test_a_running_process_moved_into_a_cgroup_with_its_threads():
         cgroup.close()
         proc.wait(timeout=10)
     assert proc.returncode == -9  # killed with its cgroup
+
+
+def test_a_wait_for_cgroup_events_reads_the_file_again_without_the_kernels_late_notice(tmp_path, monkeypatch):
+    """The kernel announces a change of cgroup.events at most once per 10 ms, so a freeze that completes soon after the
+    thaw before it is announced late (15 ms here, with only the notice waited for): the wait reads the file again after
+    waits that double from EVENTS_FIRST_S to EVENTS_LONGEST_S, notice or none. Here no notice ever comes (a plain file)."""
+    events = tmp_path / "cgroup.events"
+    events.write_text("populated 1\nfrozen 0\n")
+    group = object.__new__(cgroups.Cgroup)
+    group.path = tmp_path
+    waits: list[float] = []
+
+    def select(read, write, exceptional, timeout):
+        waits.append(timeout)
+        if len(waits) == 8:
+            events.write_text("populated 1\nfrozen 1\n")
+        return [], [], []
+
+    monkeypatch.setattr(cgroups.select, "select", select)
+    assert group._wait_events("frozen 1", 5.0)
+    first, longest = cgroups.EVENTS_FIRST_S, cgroups.EVENTS_LONGEST_S
+    assert waits == [min(first * 2**i, longest) for i in range(8)] and waits[-1] == longest
+    waits.clear()
+    assert not group._wait_events("frozen 0", 0.02) and waits and max(waits) <= longest  # a deadline still ends it
