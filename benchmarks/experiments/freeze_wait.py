@@ -6,6 +6,9 @@ asked a request over a pipe, given GAP seconds (a call), frozen again; as in a G
 share one core at nice -20 (``--one-core``, root).
 
     python benchmarks/experiments/freeze_wait.py --threads 16,64 --gaps 0,0.003 --one-core --out OUT.json
+
+``--judge 1_LeakyReluScale,3_Softmax`` instead judges bundled CPU problems with their committed solutions in this
+checkout and prints the parts of stopping and waking (split_s); run it in a checkout of the code before to compare.
 """
 
 from __future__ import annotations
@@ -93,16 +96,35 @@ def one(threads: int, gap: float, one_core: bool, wait: str, stops: int) -> dict
             renice([os.getpid()], 0, sessions=False)
 
 
+def judged(names: list[str]) -> list[dict]:
+    from pytest_kernelbench.candidates import Candidate
+    from pytest_kernelbench.config import EvalConfig
+    from pytest_kernelbench.judge.controller import evaluate
+    from pytest_kernelbench.problems import problem_from_path
+
+    rows = []
+    for name in names:
+        source = (REPO / "solutions" / "mini" / f"{name}.cpu.py").read_text()
+        result = evaluate(problem_from_path(REPO / "problems" / "mini" / f"{name}.py"), Candidate(source, "", name),
+                          EvalConfig(device="cpu", timeout=300))
+        split = result.extra.split_s or {}
+        rows.append({"problem": name, "outcome": result.outcome.value, "speedup": result.speedup,
+                     **{k: round(v, 4) for k, v in sorted(split.items()) if k.endswith(("freeze", "stop", "wake"))}})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", default="16,64", help="the stand-in runner's threads of its own, comma-separated")
     parser.add_argument("--gaps", default="0,0.003", help="seconds between the request's reply and the stop")
     parser.add_argument("--one-core", action="store_true", help="runner and this process on one core at nice -20")
     parser.add_argument("--stops", type=int, default=200)
+    parser.add_argument("--judge", default="", help="bundled problems to judge instead (comma-separated names)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    rows = []
-    for threads in map(int, args.threads.split(",")):
+    rows = judged(args.judge.split(",")) if args.judge else []
+    for threads in map(int, args.threads.split(",") if not args.judge else []):
         for gap in map(float, args.gaps.split(",")):
             for wait in ("notification", "judge"):
                 rows.append(one(threads, gap, args.one_core, wait, args.stops))
