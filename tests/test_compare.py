@@ -79,7 +79,8 @@ def test_compare_complex_outputs_by_both_parts():
     ref = torch.fft.rfft(torch.randn(4, 64))
     wrong = torch.complex(ref.real, ref.imag + 0.5)  # the real parts right: an upcast to a real dtype saw no difference
     why, diff = compare_tensors(wrong, ref, KB)
-    assert f"{ref.numel()} of {ref.numel()} values outside atol=0.0001" in why and diff == pytest.approx(0.5)
+    # float32 parts of up to about 30 round the added 0.5 by a few ulps (0.5000009 in one CI rehearsal)
+    assert f"{ref.numel()} of {ref.numel()} values outside atol=0.0001" in why and diff == pytest.approx(0.5, abs=1e-5)
     assert compare_tensors(ref.clone(), ref, KB) == ("", 0.0)
     conj = ref.conj().resolve_conj()  # imaginary parts negated
     assert compare_tensors(conj, ref, PIKE)[0] and compare_chunked(conj, ref, PIKE)[1] > 0
