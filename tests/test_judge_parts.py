@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import os
 import socket
@@ -1341,3 +1342,17 @@ def test_a_build_in_flight_is_not_waited_for_at_the_start_of_a_judgment_and_a_fi
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_tally_of_many_short_parts_is_summed_unrounded_and_written_to_a_tenth_of_a_millisecond():
+    """Extra.tally: a part tallied once a call is often under 0.1 ms (a stop, a seal); rounding each addition to 0.1 ms
+    counted 1,000 parts of 40 us as 0 s and 1,000 of 60 us as 0.1 s. The sum is kept whole and rounded when written."""
+    from pytest_kernelbench.extra import Extra
+
+    extra = Extra()
+    for _ in range(1000):
+        extra.tally("split_s", "time/call.seal", 40e-6)
+        extra.tally("split_s", "freeze", 60e-6)
+    assert extra.split_s["time/call.seal"] == pytest.approx(0.04) and extra.split_s["freeze"] == pytest.approx(0.06)
+    written = Extra.from_dict(json.loads(json.dumps(extra.to_dict()))).split_s
+    assert written == {"time/call.seal": 0.04, "freeze": 0.06}
