@@ -108,7 +108,9 @@ def judged(names: list[str]) -> list[dict]:
         result = evaluate(problem_from_path(REPO / "problems" / "mini" / f"{name}.py"), Candidate(source, "", name),
                           EvalConfig(device="cpu", timeout=300))
         split = result.extra.split_s or {}
-        rows.append({"problem": name, "outcome": result.outcome.value, "speedup": result.speedup,
+        extra = result.extra
+        rows.append({"problem": name, "outcome": result.outcome.value, "speedup": result.speedup, "timed_calls": extra.timed_calls,
+                     "calls_per_round": extra.calls_per_round, "time_stage_s": result.stage_seconds.get("time"),
                      **{k: round(v, 4) for k, v in sorted(split.items()) if k.endswith(("freeze", "stop", "wake"))}})
         print(json.dumps(rows[-1]), flush=True)
     return rows
