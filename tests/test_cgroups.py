@@ -195,15 +195,31 @@ def test_a_wait_for_cgroup_events_reads_the_file_again_without_the_kernels_late_
     group.path = tmp_path
     waits: list[float] = []
 
-    def select(read, write, exceptional, timeout):
-        waits.append(timeout)
+    def no_notice(fd, seconds):
+        waits.append(seconds)
         if len(waits) == 8:
             events.write_text("populated 1\nfrozen 1\n")
-        return [], [], []
 
-    monkeypatch.setattr(cgroups.select, "select", select)
+    monkeypatch.setattr(cgroups, "_notice_or_timeout", no_notice)
     assert group._wait_events("frozen 1", 5.0)
     first, longest = cgroups.EVENTS_FIRST_S, cgroups.EVENTS_LONGEST_S
     assert waits == [min(first * 2**i, longest) for i in range(8)] and waits[-1] == longest
     waits.clear()
     assert not group._wait_events("frozen 0", 0.02) and waits and max(waits) <= longest  # a deadline still ends it
+
+
+def test_a_notice_wait_on_a_descriptor_past_selects_limit_sleeps_instead():
+    """select() takes descriptors below FD_SETSIZE (1024) only; a supervisor holding more waits out the time instead."""
+    import resource
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] <= 1500:
+        pytest.skip("this process may not open descriptor 1500")
+    read, write = os.pipe()
+    high = os.dup2(read, 1500)
+    try:
+        started = time.monotonic()
+        cgroups._notice_or_timeout(high, 0.002)  # select() itself raises ValueError here
+        assert time.monotonic() - started >= 0.002
+    finally:
+        for fd in (read, write, high):
+            os.close(fd)

@@ -289,7 +289,7 @@ class Cgroup:
     def _wait_events(self, line: str, wait: float) -> bool:
         """Wait until ``cgroup.events`` holds ``line``. The kernel signals a change with POLLPRI, but at most once per
         :data:`EVENTS_NOTIFY_S` a file: a freeze that completes within that of the thaw before it is announced late (up to
-        15 ms here; 2-5 ms a stop, on average, in the H200 runs' time phases), so the file is read again after waits that
+        15 ms here; about 5 ms a stop for a PIKE candidate's time phase on the H200), so the file is read again after waits that
         double from :data:`EVENTS_FIRST_S` to :data:`EVENTS_LONGEST_S`, whichever comes first."""
         deadline, step = time.monotonic() + wait, EVENTS_FIRST_S
         path = self.path / "cgroup.events"
@@ -305,10 +305,19 @@ class Cgroup:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                select.select([], [], [fd], min(left, step))  # kernfs's POLLPRI is select's exceptional condition
+                _notice_or_timeout(fd, min(left, step))
                 step = min(step * 2, EVENTS_LONGEST_S)
         finally:
             os.close(fd)
+
+
+def _notice_or_timeout(fd: int, seconds: float) -> None:
+    """Wait for kernfs's change notice on ``fd`` (POLLPRI: select's exceptional condition; select's timeout, unlike
+    poll's, is finer than a millisecond) or ``seconds``; a descriptor past select's limit sleeps instead."""
+    try:
+        select.select([], [], [fd], seconds)
+    except ValueError:  # fd >= FD_SETSIZE
+        time.sleep(seconds)
 
 
 def join(fds: list[int]) -> None:
