@@ -983,11 +983,12 @@ def _cores_of(pid: int) -> list[set[int]]:
 
 
 @contextlib.contextmanager
-def _sleeping_process(threads: int):
-    """A child process asleep for 30 s with ``threads`` more threads than its main one, ready when yielded; killed after."""
+def _sleeping_process(threads: int, session: bool = False):
+    """A child process asleep for 30 s with ``threads`` more threads than its main one (in a session of its own, as a
+    runner is, where ``session``), ready when yielded; killed after."""
     code = (f"import threading, time\nfor _ in range({threads}): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
             "print('ready', flush=True)\ntime.sleep(30)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=session)
     try:
         assert proc.stdout.readline().strip() == "ready"
         yield proc
@@ -1096,7 +1097,7 @@ def test_a_gpu_time_phase_runs_its_runners_and_the_supervisor_ahead_of_other_wor
 
     monkeypatch.setattr(cores, "timing_core", lambda index, allowed=None: min(cores.allowed()))
     me, base = os.getpid(), os.getpriority(os.PRIO_PROCESS, 0)
-    with _sleeping_process(threads=0) as proc:
+    with _sleeping_process(threads=0, session=True) as proc:  # a session of its own, as a runner has
         try:
             found = SimpleNamespace(extra=SimpleNamespace(timing_core=None))
             ctx = SimpleNamespace(on_gpu=True, cfg=SimpleNamespace(device_index=0), found=found)
@@ -1110,7 +1111,7 @@ def test_a_gpu_time_phase_runs_its_runners_and_the_supervisor_ahead_of_other_wor
             assert os.getpriority(os.PRIO_PROCESS, proc.pid) == os.getpriority(os.PRIO_PROCESS, 0) == base
             assert _session_nice(proc.pid) in (None, base)
             assert ctx.found.extra.timing_core["niced"] == 1 and device.nice is None
-            assert ctx.found.extra.timing_core["autogroups"] == (_session_nice(proc.pid) is not None)
+            assert ctx.found.extra.timing_core["autogroups"] == cores.autogroups() == (_session_nice(proc.pid) is not None)
             monkeypatch.setenv("KB_TIMING_NICE", "0")
             with device.on_timing_core(lambda: [[proc.pid]]):
                 assert os.getpriority(os.PRIO_PROCESS, proc.pid) == base and device.nice is None
