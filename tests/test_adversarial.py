@@ -184,6 +184,9 @@ def test_the_judge_concludes_what_the_file_says(name, scene):
 def _concludes_what_it_says(result, spec: dict, detail: str) -> None:
     assert result.outcome.value in spec["judge"].split("|"), detail
     assert spec.get("says", "") in result.message, detail
+    # a second timed batch (the first not vouched for, or capped) is a part of the time phase of its own
+    second = (result.extra.split_s or {}).get("time.second_batch")
+    assert (second is not None and second > 0) == (result.extra.wall_check_first_batch is not None), detail
     if result.outcome is Outcome.CORRECT:
         assert result.speedup is not None and result.speedup > 0
         if "speedup-below" in spec:

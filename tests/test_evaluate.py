@@ -148,6 +148,7 @@ def test_rounds_of_several_calls_time_each_call_on_its_own_inputs_and_keep_one_s
     assert result.ref.rounds == result.new.rounds >= 10 and extra.timed_calls % calls == 0
     assert extra.timed_calls == calls * (1 + result.new.rounds) if extra.wall_check_first_batch is None else \
         extra.timed_calls > calls * (1 + result.new.rounds)
+    assert ("time.second_batch" in extra.split_s) == (extra.wall_check_first_batch is not None)  # its own part
     assert extra.checked_calls == extra.timed_calls and extra.wall_check["ok"]
     # a round's checked calls on the problem's own inputs are found right in one pass (compare.close_together); a call
     # on other inputs (--inputs varied) is checked alone

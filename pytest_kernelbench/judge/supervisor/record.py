@@ -79,8 +79,9 @@ class Findings:
 
     @contextlib.contextmanager
     def split(self, part: str) -> Iterator[None]:
-        """Seconds spent in one part of a phase (``extra.split_s``): ``time.batch`` is a part of the time phase, and a
-        name with a '/' a detail within the parts (``time/call.seal``: sealing outputs, wherever in that phase)."""
+        """Seconds spent in one part of a phase (``extra.split_s``): ``time.batch`` is a part of the time phase
+        (``time.second_batch`` its second batch, where one is timed), and a name with a '/' a detail within the parts
+        (``time/call.seal``: sealing outputs, wherever in that phase, either batch included)."""
         since = _perf_counter()
         try:
             yield

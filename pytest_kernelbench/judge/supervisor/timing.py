@@ -111,13 +111,15 @@ class Timer:
             if not check.ok:  # a batch the clock did not vouch for is timed again; a second failure rejects
                 first = check
                 extra.wall_check_first_batch = first.to_dict()
-                graph, check = self.timed_batch(graph, again=True)
+                with found.split("time.second_batch"):
+                    graph, check = self.timed_batch(graph, again=True)
             elif cap_matters(check, statistics.median(self.samples["candidate"]), ctx.on_gpu):
                 # a claim the clock could not verify, by more than the device's band, is timed once more: the
                 # better-verified batch stands (within the band, a second batch cannot move the speedup past it)
                 kept = (check, self.samples, self.walls)
                 extra.wall_check_first_batch = check.to_dict()
-                graph, check = self.timed_batch(graph, again=True)
+                with found.split("time.second_batch"):
+                    graph, check = self.timed_batch(graph, again=True)
                 if not check.ok:  # the first batch passed: the second's failure is noise, not a lie shown twice
                     check, self.samples, self.walls = kept
             if candidate.slack:  # how many places its inputs were read from (the phase's end drops them)
