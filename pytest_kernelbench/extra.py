@@ -66,6 +66,10 @@ class Extra:
     offstream_calls: dict[str, int] | None = None  # calls that left work on another stream, per side ("ref", "new")
     wall_check: dict[str, Any] | None = None  # the supervisor's clock against the claims (stats.WallCheck)
     wall_check_first_batch: dict[str, Any] | None = None  # a first batch it did not vouch for
+    # rounds whose candidate request, far above its calls in the trials, finished with the device lock shared and were
+    # warmed up again there before the phase's warm-up started again (Timer.rewarm): the round, the limit, the seconds
+    # away from the exclusive lock and held shared, the warm-up rounds
+    sent_back: list[dict[str, Any]] | None = None
     # --- the speedup
     speedup_capped: bool | None = None  # printed as the wall clock's bound, not the claims' ratio
     speedup_noisy: bool | None = None  # the spread cannot tell it from none

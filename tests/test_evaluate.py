@@ -560,3 +560,32 @@ def test_the_candidates_runner_is_the_first_pick_of_an_out_of_memory_kill():
     problem = tiny_problem()
     result = evaluate(problem, Candidate(check + problem.source.replace("class Model(", "class ModelNew("), "", "oom"), cpu_config())
     assert result.outcome is Outcome.CORRECT, result.message
+
+
+COLD = TESTS / "data" / "cold" / "recompiles_once_when_timed.py"
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_a_call_far_above_its_warm_ones_when_timed_finishes_with_the_lock_shared_and_is_not_timed(wrong):
+    """Issue 46: only steady calls inside the exclusive window. The candidate's eighth call (the time phase's, after the
+    trials) takes 3 s more: past COLD_CALL_MIN_S the lock goes shared, the call finishes there, a warm-up round follows
+    there, and the phase starts its warm-up again holding the lock alone. That call's output is checked all the same."""
+    from pytest_kernelbench.judge.supervisor.plan import COLD_CALL_MIN_S
+
+    source = COLD.read_text().replace("{{WRONG}}", str(wrong))
+    result = evaluate(tiny_problem(), Candidate(source, "", "cold"), cpu_config())
+    if wrong:  # sent back or not, a wrong answer is the verdict; the phase ended while the lock was shared
+        assert result.outcome is Outcome.INCORRECT and result.extra.sent_back is None, result.message
+        assert result.extra.lock_held_s["sent_back"] > 1.5, result.extra.lock_held_s
+        return
+    assert result.outcome is Outcome.CORRECT, result.message
+    [sent] = result.extra.sent_back
+    assert sent["limit_s"] == COLD_CALL_MIN_S and sent["rewarm_rounds"] == 1, sent  # the next call is steady again
+    assert 1.5 < sent["shared_s"] <= sent["away_s"], sent  # the call's last 2 s, and the warm-up round, held shared
+    locks = result.extra.lock_held_s
+    assert locks["sent_back"] == pytest.approx(sent["shared_s"], abs=0.01)
+    # the time lock never held those 2 s (the call's time: the stage's, and any step aside for another judge meanwhile)
+    stage = result.stage_seconds["time"] + result.stage_seconds.get("stepped_aside", 0.0)
+    assert locks["time"] < stage - 1.5, (locks, result.stage_seconds)
+    assert result.new.max < 500 and result.ref.rounds == result.new.rounds >= 10  # ms: no sample holds the slow call
+    assert result.extra.split_s["time.rewarm"] > 0

@@ -514,3 +514,22 @@ def test_candidates_are_contained_by_cgroups_on_this_machine():
     assert support.ok, support.reason
     result = evaluate(tiny_problem(), broken("correct"), EvalConfig(device="cuda", timeout=120))
     assert result.outcome is Outcome.CORRECT and "cgroup v2" in result.extra.sandbox, (result.extra.sandbox, result.message)
+
+
+def test_a_call_far_above_its_warm_ones_when_timed_finishes_with_the_lock_shared_on_a_gpu():
+    """Issue 46: only steady calls inside the exclusive window, on a GPU: the request holding the candidate's eighth
+    call (a round of the time phase's warm-up or timing) takes 3 s more, finishes with the lock shared and off the
+    timing core, is warmed up there, and the phase starts its warm-up again alone (a quiet GPU, the timing core)."""
+    from helpers import TESTS
+    from pytest_kernelbench.candidates import Candidate
+
+    source = (TESTS / "data" / "cold" / "recompiles_once_when_timed.py").read_text().replace("{{WRONG}}", "False")
+    result = evaluate(tiny_problem(), Candidate(source, "", "cold"), EvalConfig(device="cuda", timeout=120))
+    assert result.outcome is Outcome.CORRECT, result.message
+    [sent] = result.extra.sent_back
+    assert sent["limit_s"] >= 1.0 and 1.5 < sent["shared_s"] <= sent["away_s"], sent
+    assert result.extra.lock_held_s["sent_back"] == pytest.approx(sent["shared_s"], abs=0.01)
+    stage = result.stage_seconds["time"] + result.stage_seconds.get("stepped_aside", 0.0)
+    assert result.extra.lock_held_s["time"] < stage - 1.5, (result.extra.lock_held_s, result.stage_seconds)
+    assert result.new.max < 500, result.new  # ms: no timed sample holds the slow call
+    assert result.extra.timing_core is None or result.extra.timing_core["threads"] > 0

@@ -1229,7 +1229,8 @@ def test_a_round_wrong_with_work_left_off_its_stream_is_timed_again_call_by_call
     def timer(offstream: bool, wrong: bool) -> tuple[Timer, list[bool]]:
         fp = Footprint(on_gpu=True, io_bytes=(1 << 20, 1 << 20), ref_ms=0.1)
         cfg = SimpleNamespace(round_calls=0, timer="round", tol="the configured tolerance")
-        t = Timer(SimpleNamespace(fp=fp, on_gpu=True, cfg=cfg, found=Findings()), None, SimpleNamespace(make_inputs=lambda: []), None)
+        device = SimpleNamespace(take_sent_back=lambda: False)  # no request sent back to a shared hold
+        t = Timer(SimpleNamespace(fp=fp, on_gpu=True, cfg=cfg, found=Findings()), None, SimpleNamespace(make_inputs=lambda: []), device)
         t.round_calls, asked = 4, []
 
         def call(side, inputs, **_):

@@ -205,7 +205,7 @@ class Buffers:
             if side is not None and (side.asked or side.buffers):
                 side.asked = False
                 ids = side.drop_buffers()
-                self.runners.thaw(side)
+                side.thaw()
                 if side.alive():
                     live.append((side, ids))
         for request in (p.UnmapBuffers, p.Release):

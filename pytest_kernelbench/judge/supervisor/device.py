@@ -42,6 +42,11 @@ class Device:
         self.nice: int | None = None  # ... and the nice value they and the supervisor run at there (cores.TIMING_NICE)
         self.quiet_s: float | None = None  # a probe kernel's round trip on a quiet GPU
         self._probe_buf: torch.Tensor | None = None
+        # in the exclusive time phase: seconds a candidate's request may run before it is sent back (Runners.wait)
+        self.cold_after: float | None = None
+        self._pins: tuple[int, Callable[[], list[list[int]]], int] | None = None  # the timing core, the runners, base nice
+        self._away: tuple[float, float, contextlib.ExitStack] | None = None  # sent back: since when, shared since, admission
+        self._sent_back = False  # a request was sent back since the Timer last asked (take_sent_back)
 
     # -------------------------------------------------------------- the lock
 
@@ -76,10 +81,12 @@ class Device:
 
     def close_phase(self) -> None:
         """The phase's work is over (its buffers are freed next, the lock still held)."""
+        if self._away is not None:  # ended while sent back (a verdict): the shared hold is not the phase's
+            self._tally_away(self._perf_end_shared())
         if self._cpu_timing:
             mark_cpu_timing(self.ctx.cfg.lock_dir, False)
             self._cpu_timing = False
-        self.sharing, self._lock = False, None
+        self.sharing, self._lock, self.cold_after, self._sent_back = False, None, None, False
 
     def key(self) -> str:
         """The physical device's name in the lock folder (its lock, the footprints remembered for it)."""
@@ -128,6 +135,72 @@ class Device:
             go()
             status.enter(stage)
         return time.monotonic() - started
+
+    # -------------------------------------------------------------- a cold call sent back
+
+    def send_back(self, stop: Callable[[], Any], go: Callable[[], None]) -> None:
+        """The exclusive time phase, its candidate in a request far longer than its warm calls (a recompile, an
+        autotune, a graph capture or lazy set-up that the phase's own inputs set off): with the candidate stopped
+        (``stop``, then ``go``), the lock goes from exclusive to shared, under memory admission, and the runners leave
+        the timing core, so that other judges' work and timing go on while the call finishes (stepping aside for them
+        as any shared call does); its time stays its own. Until :meth:`take_back_alone`."""
+        stop()
+        try:
+            self._go_shared()
+        finally:
+            go()
+
+    def _go_shared(self) -> None:
+        ctx = self.ctx
+        away = _perf_counter()
+        self._unpin()
+        if self._cpu_timing:
+            mark_cpu_timing(ctx.cfg.lock_dir, False)
+        self._lock.release()
+        admission = contextlib.ExitStack()
+        if ctx.on_gpu:
+            try:
+                admission.enter_context(admitted(self._lock, admission_bytes(ctx.fp), self.free_bytes, ctx.cfg.lock_timeout))
+            except Timeout:
+                raise Verdict("harness_error", f"could not take the device lock {self._lock.lock_file} shared in "
+                              f"{ctx.cfg.lock_timeout:g} s") from None  # fmt: skip
+        self._away = (away, _perf_counter(), admission)  # before the wait: close_phase ends the admission on a failure
+        self._take_back(shared=True)
+        self._away = (away, _perf_counter(), admission)
+        self.sharing = self._sent_back = True
+
+    def take_back_alone(self) -> tuple[float, float]:
+        """Back from :meth:`send_back`: the lock exclusive again, the runners on the timing core. The seconds away from
+        the exclusive lock and those of them it was held shared: neither is the time phase's lock (``lock_held_s``: the
+        shared hold is ``sent_back``)."""
+        ctx = self.ctx
+        self._lock.release()
+        shared_end = self._perf_end_shared()
+        self._take_back(shared=False, announce=exclusive_need(ctx.fp, self._phase, ctx.problem))
+        away = self._tally_away(shared_end)
+        self.sharing = False
+        if self._cpu_timing:
+            mark_cpu_timing(ctx.cfg.lock_dir, True)
+        self._pin()
+        return away
+
+    def take_sent_back(self) -> bool:
+        """Whether a request was sent back since the last ask."""
+        sent, self._sent_back = self._sent_back, False
+        return sent
+
+    def _perf_end_shared(self) -> float:
+        end = _perf_counter()
+        self._away[2].close()
+        return end
+
+    def _tally_away(self, shared_end: float) -> tuple[float, float]:
+        away, shared_since, _ = self._away
+        self._away = None
+        found, back = self.ctx.found, _perf_counter()
+        found.tally("lock_held_s", self._phase, away - back)
+        found.tally("lock_held_s", "sent_back", shared_end - shared_since)
+        return back - away, shared_end - shared_since
 
     # -------------------------------------------------------------- a quiet GPU
 
@@ -211,27 +284,42 @@ class Device:
         if core is None or os.environ.get("KB_TIMING_CORE", "1") == "0":
             yield
             return
+        self._pins = (core, runner_pids, os.getpriority(os.PRIO_PROCESS, 0))
+        self._pin()
+        try:
+            yield
+        finally:
+            self._unpin()
+            self._pins = None
+
+    def _pin(self) -> None:
+        """The runners (and, where the judge may, their and this process's nice value) onto the timing core."""
+        if self._pins is None:
+            return
+        core, runner_pids, _ = self._pins
         self.core = {core}
         extra = self.ctx.found.extra
         record = extra.timing_core = extra.timing_core or {"core": core, "threads": 0, "moved_back": 0,
                                                            "autogroups": cores.autogroups()}  # all pairs'
         record["threads"] += sum(cores.bind(pids, self.core)[0] for pids in runner_pids())
-        base, me = os.getpriority(os.PRIO_PROCESS, 0), [os.getpid()]
         asked = os.environ.get("KB_TIMING_NICE", "1") != "0"
-        self.nice = cores.TIMING_NICE if asked and cores.renice(me, cores.TIMING_NICE) else None  # the supervisor's clock too
+        self.nice = cores.TIMING_NICE if asked and cores.renice([os.getpid()], cores.TIMING_NICE) else None  # its clock too
         if self.nice is not None:
             record["niced"] = record.get("niced", 0) + sum(cores.renice(pids, self.nice) for pids in runner_pids())
-        try:
-            yield
-        finally:
-            self.core = None
-            for pids in runner_pids():
-                cores.bind(pids, cores.allowed())
-                if self.nice is not None:
-                    cores.renice(pids, base)
+
+    def _unpin(self) -> None:
+        """The runners back on this process's cores, and every nice value back where it was."""
+        if self._pins is None or self.core is None:
+            return
+        _, runner_pids, base = self._pins
+        self.core = None
+        for pids in runner_pids():
+            cores.bind(pids, cores.allowed())
             if self.nice is not None:
-                cores.renice(me, base)
-            self.nice = None
+                cores.renice(pids, base)
+        if self.nice is not None:
+            cores.renice([os.getpid()], base)
+        self.nice = None
 
     def rebind(self, members: Any) -> None:
         """A frozen candidate's threads back on the timing core (one it moved elsewhere during its call, or started)."""

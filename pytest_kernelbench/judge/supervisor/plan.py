@@ -51,6 +51,14 @@ EARLY_CHECK_P = 0.5
 # models, 0.2-30 ms a call): the supervisor's own work in a round's window is about 0.4 ms a call, so its clock resolves
 # such a round, and 16 precise samples vouch for it as 30 do
 EARLY_ROUND_MS = 2.5
+# A candidate's request in the time phase that runs past COLD_CALL_FACTOR times its calls' median in the trials (the
+# supervisor's clock), and at least COLD_CALL_MIN_S, is a recompile, autotune, capture or lazy set-up the phase's own
+# inputs set off: it finishes with the lock shared, up to REWARM_ROUNDS rounds warm it up there, and the phase starts
+# its warm-up again (Timer.rewarm); after SENT_BACK_MAX of them its calls stay in the phase, however long
+COLD_CALL_FACTOR = 20.0
+COLD_CALL_MIN_S = 1.0
+REWARM_ROUNDS = 3
+SENT_BACK_MAX = 2
 PAIR_START_S = 10.0  # time_again: a new pair of runners' start, beyond the first pair's init and time stages
 # Device.settle: a GPU still busy after SETTLE_TURN_S holding the lock alone runs a kernel longer than a step aside, or
 # a queue of them; the lock goes back for SETTLE_AWAY_S, doubling up to SETTLE_AWAY_MAX_S (that kernel's owner runs on,

@@ -365,7 +365,7 @@ class Runners:
             allowed = ctx.cfg.setup_timeout if side.trusted else ctx.remaining()
         deadline = time.monotonic() + allowed
         where = f"{label}: " if label else ""
-        self.thaw(side)
+        side.thaw()
         side.asked = True
         try:
             side.channel.send(request.to_wire(), fds or [])
@@ -384,7 +384,8 @@ class Runners:
 
     def wait(self, side: Side, deadline: float) -> dict[str, Any]:
         """The side's next message, by ``deadline``; meanwhile a build step pauses for another judge's CPU timing and
-        its PCH requests are served, and a long candidate call in a shared phase steps aside for a timer."""
+        its PCH requests are served, and a long candidate call in a shared phase steps aside for a timer (one in the
+        time phase far above its warm calls goes shared first: :meth:`Device.send_back`)."""
         ctx = self.ctx
         limit = ctx.cfg.max_memory_gb * 2**30
         running = time.monotonic()  # since when the side has run uninterrupted
@@ -401,6 +402,8 @@ class Runners:
                 aside = self.step_aside(side)
                 if aside:
                     deadline, running = deadline + aside, time.monotonic()
+            elif self.device.cold_after is not None and not side.trusted and time.monotonic() - running > self.device.cold_after:
+                self.device.send_back(lambda: self.freeze(side), side.thaw)  # the rest of it in a shared hold, its own time
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ChannelTimeout("deadline")
@@ -442,7 +445,7 @@ class Runners:
         try:
             self.device.requeue()
         finally:
-            self.thaw(side)
+            side.thaw()
             status.enter(stage)
         self.ctx.found.count("stepped_aside")
         return time.monotonic() - started
@@ -467,9 +470,6 @@ class Runners:
         """Processes a candidate's runner left behind without a cgroup or PID namespace to hold them (procs.strays)."""
         trusted = {side.process.pid for side in (self.reference, *self.spares, self.problem) if side is not None and side.alive()}
         return strays(self._roots, trusted)
-
-    def thaw(self, side: Side) -> None:
-        side.thaw()
 
     def failure(self, side: Side, stage: str, text: str) -> Verdict:
         chars = self.ctx.cfg.log_chars
@@ -531,7 +531,7 @@ class Runners:
     def stop(self, side: Side | None) -> None:
         if side is None:
             return
-        self.thaw(side)
+        side.thaw()
         if side.alive():  # before the kill: a killed tree's CPU time is reaped by nobody who tells
             self.ctx.found.add_cpu(side.name, tree_cpu_seconds(side.process.pid))
         with contextlib.suppress(Exception):

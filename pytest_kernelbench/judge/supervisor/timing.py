@@ -24,10 +24,14 @@ from .checks import Checks
 from .device import Device
 from .plan import (
     AUTO_ROUND_CALLS,
+    COLD_CALL_FACTOR,
+    COLD_CALL_MIN_S,
     EARLY_CHECKED,
     EARLY_REL_ERR,
     EARLY_SAMPLES,
     MIN_CHECKED,
+    REWARM_ROUNDS,
+    SENT_BACK_MAX,
     TOGETHER_ROUND_CALLS,
     calls_per_round,
     check_timed_call,
@@ -37,6 +41,10 @@ from .record import Context, Record, Verdict
 from .sides import Runners, Side
 
 _perf_counter = time.perf_counter
+
+
+class SentBack(Exception):
+    """A round whose candidate request was sent back to a shared hold (Device.send_back): its times are not kept."""
 
 
 class Timer:
@@ -52,6 +60,8 @@ class Timer:
         self.timed_variants: list[str] = []  # the variants a timed call may take: those the trials checked (--inputs varied)
         self.warm_ref_ms: list[float] = []  # the reference's time per call in each warm-up round, alone on the device
         self.apart = False  # --timer round given up for this candidate: a round wrong with work left off its stream
+        self.trial_new_ms: list[float] = []  # the candidate's calls in the trials, on the supervisor's clock
+        self.sent_back = 0  # rounds of the time phase whose candidate request was sent back (rewarm)
         self.joint = self.joint_timer(ctx.fp.ref_ms)  # a round's calls are to be timed together, where a round holds several
 
     @property
@@ -97,31 +107,12 @@ class Timer:
                 self.buffers.bind(calls=self.round_calls, moving=not graph)  # a graph reads the places it was captured with
             if candidate.slack:
                 extra.input_slack_mib = candidate.slack >> 20
-            with found.split("time.warmup"):
-                warm = math.ceil(ctx.cfg.warmup / self.round_calls)  # the warm-up's calls, in whole rounds, each checked
-                for k in range(warm + 1):
-                    if k == warm and not self.longer_rounds(graph):
-                        break  # else one more warm-up round, on the longer rounds' new sets
-                    graph, _ = self.timed_round(f"warm-up {self.unit} {k + 1}", k % 2 == 1, graph, keep=False)
-                    for key in ("timed_calls", "checked_calls"):
-                        found.count(key, self.round_calls)
-            extra.timer = "cuda-graph" if graph else "round" if self.together else "events" if ctx.on_gpu else "perf_counter"
-            with found.split("time.batch"):
-                graph, check = self.timed_batch(graph)
-            if not check.ok:  # a batch the clock did not vouch for is timed again; a second failure rejects
-                first = check
-                extra.wall_check_first_batch = first.to_dict()
-                with found.split("time.second_batch"):
-                    graph, check = self.timed_batch(graph, again=True)
-            elif cap_matters(check, statistics.median(self.samples["candidate"]), ctx.on_gpu):
-                # a claim the clock could not verify, by more than the device's band, is timed once more: the
-                # better-verified batch stands (within the band, a second batch cannot move the speedup past it)
-                kept = (check, self.samples, self.walls)
-                extra.wall_check_first_batch = check.to_dict()
-                with found.split("time.second_batch"):
-                    graph, check = self.timed_batch(graph, again=True)
-                if not check.ok:  # the first batch passed: the second's failure is noise, not a lie shown twice
-                    check, self.samples, self.walls = kept
+            while True:  # only steady calls are timed: a round with a call sent back starts again after a shared warm-up
+                try:
+                    graph, check, first = self.warm_and_time(graph)
+                    break
+                except SentBack as sent:
+                    graph = self.rewarm(str(sent), graph)
             if candidate.slack:  # how many places its inputs were read from (the phase's end drops them)
                 extra.input_places = len(candidate.places)
         extra.wall_check = check.to_dict()
@@ -129,6 +120,73 @@ class Timer:
             raise Verdict("rejected", check.message() + f" (and in a first batch of timed calls: {first.excess_ms * 1e3:.0f} us "
                           f"over a bound of {first.bound_ms * 1e3:.0f} us)")  # fmt: skip
         self.confirmed_new_ms = check.confirmed_ms
+
+    def warm_and_time(self, graph: bool) -> tuple[bool, WallCheck, WallCheck | None]:
+        """The time phase's warm-up rounds, then its timed batch, and a second where the first asks for one: whether
+        CUDA-graph timing still holds, the standing batch's wall-clock check and a first batch's that failed."""
+        ctx, found, extra = self.ctx, self.ctx.found, self.ctx.found.extra
+        self.warm_ref_ms, first = [], None
+        with found.split("time.warmup"):
+            warm = math.ceil(ctx.cfg.warmup / self.round_calls)  # the warm-up's calls, in whole rounds, each checked
+            for k in range(warm + 1):
+                if k == warm and not self.longer_rounds(graph):
+                    break  # else one more warm-up round, on the longer rounds' new sets
+                graph, _ = self.timed_round(f"warm-up {self.unit} {k + 1}", k % 2 == 1, graph, keep=False)
+                for key in ("timed_calls", "checked_calls"):
+                    found.count(key, self.round_calls)
+        extra.timer = "cuda-graph" if graph else "round" if self.together else "events" if ctx.on_gpu else "perf_counter"
+        extra.wall_check_first_batch = None
+        with found.split("time.batch"):
+            graph, check = self.timed_batch(graph)
+        if not check.ok:  # a batch the clock did not vouch for is timed again; a second failure rejects
+            first = check
+            extra.wall_check_first_batch = first.to_dict()
+            with found.split("time.second_batch"):
+                graph, check = self.timed_batch(graph, again=True)
+        elif cap_matters(check, statistics.median(self.samples["candidate"]), ctx.on_gpu):
+            # a claim the clock could not verify, by more than the device's band, is timed once more: the
+            # better-verified batch stands (within the band, a second batch cannot move the speedup past it)
+            kept = (check, self.samples, self.walls)
+            extra.wall_check_first_batch = check.to_dict()
+            with found.split("time.second_batch"):
+                graph, check = self.timed_batch(graph, again=True)
+            if not check.ok:  # the first batch passed: the second's failure is noise, not a lie shown twice
+                check, self.samples, self.walls = kept
+        return graph, check, first
+
+    def cold_after(self, calls: int) -> float | None:
+        """Seconds a candidate request of ``calls`` calls may run in the exclusive time phase before it is sent back
+        (Device.send_back); None outside that phase, and after SENT_BACK_MAX rounds sent back."""
+        if self.sent_back >= SENT_BACK_MAX or self.device.sharing or self.ctx.status.stage != "time":
+            return None
+        return self.cold_limit(calls)
+
+    def cold_limit(self, calls: int) -> float | None:
+        """COLD_CALL_FACTOR times the candidate's calls' median in the trials, ``calls`` of them, at least COLD_CALL_MIN_S
+        (None where no trial timed it)."""
+        if not self.trial_new_ms:
+            return None
+        return max(COLD_CALL_MIN_S, COLD_CALL_FACTOR * calls * statistics.median(self.trial_new_ms) / 1e3)
+
+    def rewarm(self, label: str, graph: bool) -> bool:
+        """After a round sent back (``label``), with the lock still shared: warm-up rounds, untimed and checked, until
+        the candidate's calls are back under :meth:`cold_after`'s limit (REWARM_ROUNDS at most); then the lock alone
+        again and a quiet GPU. Counted in ``extra.sent_back``. Returns whether CUDA-graph timing still holds."""
+        found, limit = self.ctx.found, self.cold_limit(self.round_calls) or 0.0
+        self.sent_back += 1
+        with found.split("time.rewarm"):
+            for k in range(REWARM_ROUNDS):
+                self.walls = {"reference": [], "candidate": []}
+                graph, _ = self.timed_round(f"warm-up {self.unit} {k + 1} after a call sent back", k % 2 == 1, graph, keep=True)
+                if self.walls["candidate"][-1] * self.round_calls / 1e3 < limit:
+                    break
+            away_s, shared_s = self.device.take_back_alone()
+        with found.split("time.settle"):
+            self.device.settle()
+        entry = {"round": label, "limit_s": round(limit, 3), "away_s": round(away_s, 3), "shared_s": round(shared_s, 3),
+                 "rewarm_rounds": k + 1}  # fmt: skip
+        found.extra.sent_back = [*(found.extra.sent_back or []), entry]
+        return graph
 
     def longer_rounds(self, graph: bool) -> bool:
         """Rounds of more calls where the reference's warm-up calls, alone on the device, allow them
@@ -200,6 +258,7 @@ class Timer:
         records = {side.name: self.call(side, [values], label=label, trace=trace and side is new) for side in self._order(candidate_first)}
         if trace and records["candidate"].replies[0].ops is not None:
             found.extra.aten_ops, found.extra.aten_ops_all_threads = records["candidate"].replies[0].ops, False
+        self.trial_new_ms.append(records["candidate"].wall_ms)
         if variant == STANDARD:
             self.ctx.fp.ref_ms = min(self.ctx.fp.ref_ms, records["reference"].replies[0].ms)
         elif not self._reference_finite():  # this draw, unlike the probe's
@@ -268,6 +327,8 @@ class Timer:
             extra = self.ctx.found.extra
             extra.timer, extra.round_timer_off = "events", f"{label}: wrong with work left off its stream; timed call by call"
             return self.timed_round(label, candidate_first, graph, keep, checks, varied)
+        if self.device.take_sent_back():  # its outputs were checked; its times are not those of steady calls
+            raise SentBack(label)
         for side, rec in records.items():
             offstream = sum(reply.offstream for reply in rec.replies)
             if offstream:
@@ -316,8 +377,12 @@ class Timer:
                 self.buffers.refill(side, inputs)
         sets = side.sets[: len(inputs)]
         request = p.Calls([p.Call(s.args, s.expect, graph, trace) for s in sets], together=together)
-        with found.split(f"{part}.request"):
-            replies = runners.ask(side, request, p.CalledEach, label=label, stop=False).calls
+        self.device.cold_after = self.cold_after(len(sets)) if side is runners.candidate else None
+        try:
+            with found.split(f"{part}.request"):
+                replies = runners.ask(side, request, p.CalledEach, label=label, stop=False).calls
+        finally:
+            self.device.cold_after = None
         if len(replies) != len(sets):
             raise runners.failure(side, ctx.status.stage, f"{label}: {len(replies)} replies to {len(sets)} calls")
         # both sides seal a checked call, so that their wall windows hold the same work (stats.wall_check)
