@@ -236,9 +236,9 @@ def _pch_events(config: EvalConfig, since: float) -> dict[str, int]:
 
 def _timing(result) -> dict:
     """How a candidate's time phase went: calls timed and checked (both batches), calls a round, why timing stopped,
-    whether a second batch was timed, the reference's and the candidate's median ms, capped or noisy, and the wall
+    whether a second batch was timed, the reference's and the candidate's median ms, capped or noisy, the wall
     clock's check of the batch that stood and of a first batch timed again (excess over the bound: whether a second
-    batch could have helped)."""
+    batch could have helped), and the rounds sent back to a shared hold (a call far above its warm ones)."""
     extra = result.extra
     return {"timed_calls": extra.timed_calls, "checked_calls": extra.checked_calls, "per_round": extra.calls_per_round,
             "stop": extra.timing_stop, "early_stop_se": extra.early_stop_se, "timer": extra.timer,
@@ -246,7 +246,7 @@ def _timing(result) -> dict:
             "ref_ms": result.ref.median if result.ref else None, "new_ms": result.new.median if result.new else None,
             "samples": result.new.rounds if result.new else None,
             "capped": extra.speedup_capped, "noisy": extra.speedup_noisy,
-            "wall_check": extra.wall_check, "first_batch": extra.wall_check_first_batch}  # fmt: skip
+            "wall_check": extra.wall_check, "first_batch": extra.wall_check_first_batch, "sent_back": extra.sent_back}  # fmt: skip
 
 
 def judged_line(pck, result, started: float, busy: float | None, samples: bool) -> dict:
