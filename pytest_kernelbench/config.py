@@ -24,7 +24,7 @@ MAX_PROCESS_PAIRS = 5  # --process-pairs: as many as a CPU takes by itself (stat
 
 
 # the judge's numeric settings from the environment (judge/supervisor/plan.py) and their defaults
-ENV_NUMBERS = {"KB_DISK_GB": "8", "KB_PROBE_FLOOR_MAX_US": "150"}
+ENV_NUMBERS = {"KB_DISK_GB": "8", "KB_PROBE_FLOOR_MAX_US": "150", "KB_TIME_TURN_S": "5"}
 
 
 def env_number(name: str) -> float:

@@ -429,3 +429,29 @@ def test_a_probe_floor_measured_beside_another_processs_kernel_does_not_take_tha
     device.quiet_s = None
     monkeypatch.setattr(device, "_probe", lambda: 14e-6)
     assert device.until_quiet(time.monotonic() + 0.05) == 0.0 and device.quiet_s == pytest.approx(114e-6)
+
+
+def test_a_long_timing_lets_a_waiting_judge_time_between_its_rounds(tmp_path, monkeypatch):
+    """Issue 46: a long candidate does not stall short ones. Judge A times for 6 s (its medians never precise enough to
+    stop sooner); judge B, started 2 s later on the same lock, reaches its time phase while A's holds the lock. A's phase,
+    past KB_TIME_TURN_S, lets the lock go between two rounds until B has it, then queues again: B is judged before A,
+    and the time A was away is neither its time lock nor its time stage."""
+    from pytest_kernelbench.candidates import baseline_candidate
+
+    monkeypatch.setenv("KB_TIME_TURN_S", "0.5")
+    problem, ended = tiny_problem(), {}
+
+    def judge(name: str, **config) -> None:
+        ended[name] = (evaluate(problem, baseline_candidate(problem), cpu_config(lock_dir=str(tmp_path), **config)), time.monotonic())
+
+    long = threading.Thread(target=judge, args=("long",), kwargs={"max_time": 6.0, "rel_err": 1e-9, "max_reps": 10**6})
+    long.start()
+    time.sleep(2.0)
+    judge("short")
+    long.join(timeout=120)
+    (a, a_end), (b, b_end) = ended["long"], ended["short"]
+    assert a.outcome is Outcome.CORRECT and b.outcome is Outcome.CORRECT, (a.message, b.message)
+    assert b_end < a_end and a.extra.time_turns >= 1 and not b.extra.time_turns, (a.extra.time_turns, b.extra.time_turns)
+    away = a.extra.split_s["time/turn"]
+    assert away >= b.extra.lock_held_s["time"] > 0  # A was away at least while B timed
+    assert a.extra.lock_held_s["time"] < a.stage_seconds["time"] + 0.5 and a.extra.timing_stop == "max_time"

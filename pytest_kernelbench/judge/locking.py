@@ -52,19 +52,29 @@ class DeviceLock:
         """Raises :class:`filelock.Timeout` when not had within ``timeout`` seconds (-1: wait for ever).
 
         ``announce`` (exclusive only): while waiting, say so in ``<key>.wanted/<pid>``, with the device bytes
-        this holder will need; shared holders in a long call then step aside (:meth:`wanted`)."""
-        marker = None
+        this holder will need; shared holders in a long call then step aside (:meth:`wanted`). Every waiter is in
+        ``<key>.queued/<pid>`` meanwhile (:meth:`queued`)."""
+        markers = [self._marker("queued", 0)]
         if announce is not None and not shared:
-            marker = self.folder / f"{self.key}.wanted" / str(os.getpid())
-            marker.parent.mkdir(exist_ok=True)
-            marker.write_text(str(int(announce)))
+            markers.append(self._marker("wanted", announce))
         try:
             (self._rw.acquire_read if shared else self._rw.acquire_write)(timeout=timeout)
         finally:
-            if marker is not None:
+            for marker in markers:
                 marker.unlink(missing_ok=True)
         self.is_locked = True
         return self
+
+    def _marker(self, kind: str, value: int) -> Path:
+        marker = self.folder / f"{self.key}.{kind}" / str(os.getpid())
+        marker.parent.mkdir(exist_ok=True)
+        marker.write_text(str(int(value)))
+        return marker
+
+    def queued(self) -> bool:
+        """Whether another process waits for this lock now, shared or exclusive."""
+        folder = self.folder / f"{self.key}.queued"
+        return folder.is_dir() and bool(_reservations(folder, os.getpid()))
 
     def wanted(self) -> int | None:
         """The device bytes the exclusive holders waiting now (other processes) announced, or None when none waits."""

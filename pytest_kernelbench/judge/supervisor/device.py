@@ -22,6 +22,8 @@ from .plan import (
     SETTLE_AWAY_MAX_S,
     SETTLE_AWAY_S,
     SETTLE_TURN_S,
+    TIME_TURN_S,
+    TURN_HANDOFF_S,
     admission_bytes,
     exclusive_need,
     quiet_floor,
@@ -47,6 +49,7 @@ class Device:
         self._pins: tuple[int, Callable[[], list[list[int]]], int] | None = None  # the timing core, the runners, base nice
         self._away: tuple[float, float, contextlib.ExitStack] | None = None  # sent back: since when, shared since, admission
         self._sent_back = False  # a request was sent back since the Timer last asked (take_sent_back)
+        self._since = 0.0  # when the lock was last taken (take_turn)
 
     # -------------------------------------------------------------- the lock
 
@@ -66,7 +69,8 @@ class Device:
                 lock.acquire(timeout=ctx.cfg.lock_timeout, shared=shared, announce=announce)
             except Timeout:
                 raise Verdict("harness_error", f"could not take the device lock {lock.lock_file} in {ctx.cfg.lock_timeout:g} s") from None
-            held.callback(ctx.found.add_seconds, "lock_held_s", stage, _perf_counter())  # after the release below
+            self._since = _perf_counter()
+            held.callback(ctx.found.add_seconds, "lock_held_s", stage, self._since)  # after the release below
             held.callback(lock.release)
             self.sharing, self._lock, self._phase = shared, lock, stage
             self._cpu_timing = not ctx.on_gpu and stage == "time"
@@ -114,6 +118,37 @@ class Device:
         except Timeout:
             lost = f"could not take the device lock {self._lock.lock_file} back in {self.ctx.cfg.lock_timeout:g} s"
             raise Verdict("harness_error", lost) from None
+        self._since = _perf_counter()
+
+    def take_turn(self) -> float:
+        """Between two rounds of the exclusive time phase, held for TIME_TURN_S since it was taken, while another judge
+        waits for the lock (and any that waits to hold it alone fits beside this phase's memory): let it go until they
+        have it (TURN_HANDOFF_S at most), queue for it again and wait for a quiet GPU. The seconds away (0.0: the turn
+        goes on), neither the phase's lock time nor the candidate's (``wait_lock``); counted in ``extra.time_turns``."""
+        if self.sharing or self._lock is None or _perf_counter() - self._since < TIME_TURN_S or not self._lock.queued():
+            return 0.0
+        alone = self._lock.wanted()
+        if alone is not None and self.ctx.on_gpu and self.free_bytes() < alone:
+            return 0.0
+        ctx, released = self.ctx, _perf_counter()
+        stage = ctx.status.stage
+        ctx.found.count("time_turns")
+        ctx.status.enter("wait_lock")
+        if self._cpu_timing:
+            mark_cpu_timing(ctx.cfg.lock_dir, False)
+        self._lock.release()
+        handoff = time.monotonic() + TURN_HANDOFF_S
+        while self._lock.queued() and time.monotonic() < handoff:  # a waiter's marker goes once it holds the lock
+            time.sleep(0.001)
+        self._take_back(shared=False, announce=exclusive_need(ctx.fp, self._phase, ctx.problem))
+        if self._cpu_timing:
+            mark_cpu_timing(ctx.cfg.lock_dir, True)
+        away = _perf_counter() - released
+        ctx.found.tally("lock_held_s", self._phase, -away)
+        ctx.found.tally("split_s", f"{self._phase}/turn", away)  # within the batch's part
+        ctx.status.enter(stage)
+        self.settle()
+        return away
 
     def free_bytes(self) -> int:
         return int(torch.cuda.mem_get_info(self.ctx.device)[0])

@@ -59,6 +59,11 @@ COLD_CALL_FACTOR = 20.0
 COLD_CALL_MIN_S = 1.0
 REWARM_ROUNDS = 3
 SENT_BACK_MAX = 2
+# A time phase that has held the lock alone for KB_TIME_TURN_S while another judge waits to hold it alone (and that
+# judge's memory fits) lets it go between two rounds until that judge has it (TURN_HANDOFF_S at most), then queues for
+# it again (Device.take_turn): a candidate whose timing takes long does not stall short ones
+TIME_TURN_S = env_number("KB_TIME_TURN_S")
+TURN_HANDOFF_S = 1.0
 PAIR_START_S = 10.0  # time_again: a new pair of runners' start, beyond the first pair's init and time stages
 # Device.settle: a GPU still busy after SETTLE_TURN_S holding the lock alone runs a kernel longer than a step aside, or
 # a queue of them; the lock goes back for SETTLE_AWAY_S, doubling up to SETTLE_AWAY_MAX_S (that kernel's owner runs on,

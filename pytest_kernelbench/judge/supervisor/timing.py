@@ -232,6 +232,7 @@ class Timer:
             label = f"{name} {rounds + 1}"
             graph, compared = self.timed_round(label, rounds % 2 == 1, graph, keep=True, checks=checks, varied=varied)
             rounds, checked = rounds + 1, checked + compared
+            started += self.device.take_turn()  # a long timing lets a waiting judge time between its rounds
         extra.timing_stop = why  # early, rule or max_time (stats.Stopper.why)
         if early:  # which standard error the early stop read (stats.Stopper.precise)
             extra.early_stop_se = "iqr" if robust else "stdev"
