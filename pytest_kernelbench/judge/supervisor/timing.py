@@ -170,7 +170,7 @@ class Timer:
 
     def rewarm(self, label: str, graph: bool) -> bool:
         """After a round sent back (``label``), with the lock still shared: warm-up rounds, untimed and checked, until
-        the candidate's calls are back under :meth:`cold_after`'s limit (REWARM_ROUNDS at most); then the lock alone
+        the candidate's calls are back under :meth:`cold_limit` (REWARM_ROUNDS at most); then the lock alone
         again and a quiet GPU. Counted in ``extra.sent_back``. Returns whether CUDA-graph timing still holds."""
         found, limit = self.ctx.found, self.cold_limit(self.round_calls) or 0.0
         self.sent_back += 1
