@@ -1358,3 +1358,54 @@ def test_a_tally_of_many_short_parts_is_summed_unrounded_and_written_to_a_tenth_
     assert extra.split_s["time/call.seal"] == pytest.approx(0.04) and extra.split_s["freeze"] == pytest.approx(0.06)
     written = Extra.from_dict(json.loads(json.dumps(extra.to_dict()))).split_s
     assert written == {"time/call.seal": 0.04, "freeze": 0.06}
+
+
+class _Stage:
+    stage = "time"
+
+    def enter(self, stage: str) -> None:
+        self.stage = stage
+
+
+def test_a_request_sent_back_leaves_the_timing_core_and_the_exclusive_lock_and_comes_back_to_both(tmp_path, monkeypatch):
+    """Device.send_back and take_back_alone on a GPU's path (a device faked where none is): while sent back, the
+    candidate is stopped for the change, its runner is off the timing core and another judge may hold the lock shared;
+    back, the runner is on the core and the lock held alone again, and the time away is not the phase's lock time."""
+    from types import SimpleNamespace
+
+    from filelock import Timeout
+
+    from pytest_kernelbench.judge import cores
+    from pytest_kernelbench.judge.locking import device_lock
+    from pytest_kernelbench.judge.supervisor.device import Device
+    from pytest_kernelbench.judge.supervisor.plan import Footprint
+    from pytest_kernelbench.judge.supervisor.record import Findings
+
+    everywhere = cores.allowed()
+    core = min(everywhere)
+    monkeypatch.setattr(cores, "timing_core", lambda index, allowed=None: core)
+    monkeypatch.setenv("KB_TIMING_NICE", "0")  # the binding alone (the renice has tests of its own)
+    for name, value in (("key", lambda self: "fake-gpu"), ("free_bytes", lambda self: 1 << 40), ("settle", lambda self: None)):
+        monkeypatch.setattr(Device, name, value)
+    cfg = SimpleNamespace(lock_dir=str(tmp_path), lock_timeout=30.0, device_index=0)
+    fp = Footprint(on_gpu=True, io_bytes=(1 << 20, 1 << 20))
+    ctx = SimpleNamespace(on_gpu=True, cfg=cfg, found=Findings(), fp=fp, problem=None, status=_Stage())
+    device, other, steps = Device(ctx), device_lock(str(tmp_path), "fake-gpu"), []
+    with _sleeping_process(threads=1, session=True) as proc:
+        start = time.perf_counter()
+        with device.hold("time"), device.on_timing_core(lambda: [[proc.pid]]):
+            assert _cores_of(proc.pid) == [{core}] * 2
+            device.send_back(lambda: steps.append("stop"), lambda: steps.append("go"))
+            assert steps == ["stop", "go"] and device.sharing and device.take_sent_back() and not device.take_sent_back()
+            assert _cores_of(proc.pid) == [everywhere] * 2  # off the timing core while sent back
+            other.acquire(timeout=5, shared=True)  # another judge's shared phase goes on meanwhile
+            other.release()
+            time.sleep(0.3)
+            away, shared = device.take_back_alone()
+            assert not device.sharing and _cores_of(proc.pid) == [{core}] * 2
+            with pytest.raises(Timeout):
+                other.acquire(timeout=0.2, shared=True)  # alone again
+        held = time.perf_counter() - start
+    locks = ctx.found.extra.lock_held_s
+    assert 0.3 <= shared <= away and locks["sent_back"] == pytest.approx(shared)
+    assert locks["time"] == pytest.approx(held - away, abs=0.05)
