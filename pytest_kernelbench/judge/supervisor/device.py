@@ -44,8 +44,6 @@ class Device:
         self.nice: int | None = None  # ... and the nice value they and the supervisor run at there (cores.TIMING_NICE)
         self.quiet_s: float | None = None  # a probe kernel's round trip on a quiet GPU
         self._probe_buf: torch.Tensor | None = None
-        # in the exclusive time phase: seconds a candidate's request may run before it is sent back (Runners.wait)
-        self.cold_after: float | None = None
         self._pins: tuple[int, Callable[[], list[list[int]]], int] | None = None  # the timing core, the runners, base nice
         self._away: tuple[float, float, contextlib.ExitStack] | None = None  # sent back: since when, shared since, admission
         self._sent_back = False  # a request was sent back since the Timer last asked (take_sent_back)
@@ -90,7 +88,7 @@ class Device:
         if self._cpu_timing:
             mark_cpu_timing(self.ctx.cfg.lock_dir, False)
             self._cpu_timing = False
-        self.sharing, self._lock, self.cold_after, self._sent_back = False, None, None, False
+        self.sharing, self._lock, self._sent_back = False, None, False
 
     def key(self) -> str:
         """The physical device's name in the lock folder (its lock, the footprints remembered for it)."""
@@ -102,9 +100,11 @@ class Device:
     def wanted(self) -> int | None:
         """In a shared phase: the bytes an exclusive holder waiting for the lock announced, if one waits and fits."""
         need = self._lock.wanted() if self._lock is not None else None
-        if need is None or (self.ctx.on_gpu and self.free_bytes() < need):
-            return None
-        return need
+        return None if need is None or self._too_big(need) else need
+
+    def _too_big(self, need: int | None) -> bool:
+        """Whether ``need`` bytes an exclusive waiter announced do not fit in the GPU's free memory now."""
+        return need is not None and self.ctx.on_gpu and self.free_bytes() < need
 
     def requeue(self) -> None:
         """Let the shared lock go and queue for it again, behind the exclusive holder that waits."""
@@ -112,7 +112,7 @@ class Device:
         self._take_back(shared=True)
 
     def _take_back(self, shared: bool, announce: int | None = None) -> None:
-        """Queue again for the phase's lock, let go a moment ago (:meth:`requeue`, :meth:`give_way`)."""
+        """Queue again for the phase's lock, let go a moment ago (:meth:`requeue`, :meth:`_let_go_alone`, :meth:`send_back`)."""
         try:
             self._lock.acquire(timeout=self.ctx.cfg.lock_timeout, shared=shared, announce=announce)
         except Timeout:
@@ -127,27 +127,37 @@ class Device:
         goes on), neither the phase's lock time nor the candidate's (``wait_lock``); counted in ``extra.time_turns``."""
         if self.sharing or self._lock is None or _perf_counter() - self._since < TIME_TURN_S or not self._lock.queued():
             return 0.0
-        alone = self._lock.wanted()
-        if alone is not None and self.ctx.on_gpu and self.free_bytes() < alone:
+        if self._too_big(self._lock.wanted()):
             return 0.0
-        ctx, released = self.ctx, _perf_counter()
+        ctx = self.ctx
         stage = ctx.status.stage
         ctx.found.count("time_turns")
         ctx.status.enter("wait_lock")
+        away = self._let_go_alone(self._handed_over)
+        ctx.found.tally("split_s", f"{self._phase}/turn", away)  # within the batch's part
+        ctx.status.enter(stage)
+        self.settle()
+        return away
+
+    def _handed_over(self) -> None:
+        """Until every waiter holds the lock (its marker goes then), TURN_HANDOFF_S at most."""
+        handoff = time.monotonic() + TURN_HANDOFF_S
+        while self._lock.queued() and time.monotonic() < handoff:
+            time.sleep(0.001)
+
+    def _let_go_alone(self, meanwhile: Callable[[], Any]) -> float:
+        """Holding the lock alone: let it go (and a CPU timing's marker), run ``meanwhile``, queue for it alone again as
+        the phase did. Returns the seconds away, which are not the phase's lock time."""
+        ctx, released = self.ctx, _perf_counter()
         if self._cpu_timing:
             mark_cpu_timing(ctx.cfg.lock_dir, False)
         self._lock.release()
-        handoff = time.monotonic() + TURN_HANDOFF_S
-        while self._lock.queued() and time.monotonic() < handoff:  # a waiter's marker goes once it holds the lock
-            time.sleep(0.001)
+        meanwhile()
         self._take_back(shared=False, announce=exclusive_need(ctx.fp, self._phase, ctx.problem))
         if self._cpu_timing:
             mark_cpu_timing(ctx.cfg.lock_dir, True)
         away = _perf_counter() - released
         ctx.found.tally("lock_held_s", self._phase, -away)
-        ctx.found.tally("split_s", f"{self._phase}/turn", away)  # within the batch's part
-        ctx.status.enter(stage)
-        self.settle()
         return away
 
     def free_bytes(self) -> int:
@@ -269,12 +279,12 @@ class Device:
         for it again as the phase did. Not the phase's lock time."""
         ctx = self.ctx
         ctx.found.count("settle_gave_way")
-        released = _perf_counter()
-        self._lock.release()
-        time.sleep(seconds)
-        ctx.status.enter("wait_lock")
-        self._take_back(shared=False, announce=exclusive_need(ctx.fp, self._phase, ctx.problem))
-        ctx.found.tally("lock_held_s", self._phase, released - _perf_counter())
+
+        def away() -> None:
+            time.sleep(seconds)
+            ctx.status.enter("wait_lock")
+
+        self._let_go_alone(away)
         ctx.status.enter("settle")
 
     def until_quiet(self, deadline: float, pause: float = 0.0) -> float | None:

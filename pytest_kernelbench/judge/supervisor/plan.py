@@ -59,9 +59,9 @@ COLD_CALL_FACTOR = 20.0
 COLD_CALL_MIN_S = 1.0
 REWARM_ROUNDS = 3
 SENT_BACK_MAX = 2
-# A time phase that has held the lock alone for KB_TIME_TURN_S while another judge waits to hold it alone (and that
-# judge's memory fits) lets it go between two rounds until that judge has it (TURN_HANDOFF_S at most), then queues for
-# it again (Device.take_turn): a candidate whose timing takes long does not stall short ones
+# A time phase that has held the lock alone for KB_TIME_TURN_S while other judges wait for it, shared or alone (and
+# one waiting to hold it alone fits in the GPU's memory) lets it go between two rounds until they have it
+# (TURN_HANDOFF_S at most), then queues for it again (Device.take_turn): a long timing does not stall short ones
 TIME_TURN_S = env_number("KB_TIME_TURN_S")
 TURN_HANDOFF_S = 1.0
 PAIR_START_S = 10.0  # time_again: a new pair of runners' start, beyond the first pair's init and time stages

@@ -356,9 +356,9 @@ class Runners:
     # -------------------------------------------------------------- asking
 
     def ask(self, side: Side, request: p.Request, kind: type[p.Reply], *, label: str = "", fail_ok: bool = False,
-            fds: list[int] | None = None, stop: bool = True, allowed: float | None = None) -> Any:  # fmt: skip
+            fds: list[int] | None = None, stop: bool = True, allowed: float | None = None, send_back: float = 0.0) -> Any:  # fmt: skip
         """Send a request and wait for its checked reply; any failure becomes the stage's verdict. ``allowed``: seconds
-        for the reply (default: the candidate's time left; the reference's, the setup limit)."""
+        for the reply (default: the candidate's time left; the reference's, the setup limit); ``send_back``: :meth:`wait`'s."""
         ctx = self.ctx
         stage = ctx.status.stage
         if allowed is None:
@@ -369,7 +369,7 @@ class Runners:
         side.asked = True
         try:
             side.channel.send(request.to_wire(), fds or [])
-            reply = p.parse_reply(self.wait(side, deadline), kind)
+            reply = p.parse_reply(self.wait(side, deadline, send_back), kind)
         except (ChannelTimeout, TimeoutError):
             raise self.timed_out(side, stage) from None
         except (ChannelClosed, BrokenPipeError, ConnectionResetError):
@@ -382,10 +382,10 @@ class Runners:
             raise self.failure(side, stage, where + reply.error)
         return reply
 
-    def wait(self, side: Side, deadline: float) -> dict[str, Any]:
+    def wait(self, side: Side, deadline: float, send_back: float = 0.0) -> dict[str, Any]:
         """The side's next message, by ``deadline``; meanwhile a build step pauses for another judge's CPU timing and
         its PCH requests are served, and a long candidate call in a shared phase steps aside for a timer (one in the
-        time phase far above its warm calls goes shared first: :meth:`Device.send_back`)."""
+        exclusive time phase goes shared first after ``send_back`` seconds, 0: never: :meth:`Device.send_back`)."""
         ctx = self.ctx
         limit = ctx.cfg.max_memory_gb * 2**30
         running = time.monotonic()  # since when the side has run uninterrupted
@@ -402,7 +402,7 @@ class Runners:
                 aside = self.step_aside(side)
                 if aside:
                     deadline, running = deadline + aside, time.monotonic()
-            elif self.device.cold_after is not None and not side.trusted and time.monotonic() - running > self.device.cold_after:
+            elif send_back and not side.trusted and time.monotonic() - running > send_back:  # sharing: the branch above
                 self.device.send_back(lambda: self.freeze(side), side.thaw)  # the rest of it in a shared hold, its own time
             left = deadline - time.monotonic()
             if left <= 0:

@@ -378,12 +378,9 @@ class Timer:
                 self.buffers.refill(side, inputs)
         sets = side.sets[: len(inputs)]
         request = p.Calls([p.Call(s.args, s.expect, graph, trace) for s in sets], together=together)
-        self.device.cold_after = self.cold_after(len(sets)) if side is runners.candidate else None
-        try:
-            with found.split(f"{part}.request"):
-                replies = runners.ask(side, request, p.CalledEach, label=label, stop=False).calls
-        finally:
-            self.device.cold_after = None
+        send_back = (self.cold_after(len(sets)) or 0.0) if side is runners.candidate else 0.0  # 0: never
+        with found.split(f"{part}.request"):
+            replies = runners.ask(side, request, p.CalledEach, label=label, stop=False, send_back=send_back).calls
         if len(replies) != len(sets):
             raise runners.failure(side, ctx.status.stage, f"{label}: {len(replies)} replies to {len(sets)} calls")
         # both sides seal a checked call, so that their wall windows hold the same work (stats.wall_check)
