@@ -432,10 +432,10 @@ def test_a_probe_floor_measured_beside_another_processs_kernel_does_not_take_tha
 
 
 def test_a_long_timing_lets_a_waiting_judge_time_between_its_rounds(tmp_path, monkeypatch):
-    """Issue 46: a long candidate does not stall short ones. Judge A times for 6 s (its medians never precise enough to
-    stop sooner); judge B, started 2 s later on the same lock, reaches its time phase while A's holds the lock. A's phase,
-    past KB_TIME_TURN_S, lets the lock go between two rounds until B has it, then queues again: B is judged before A,
-    and the time A was away is neither its time lock nor its time stage."""
+    """Issue 46: a long candidate does not stall short ones. Judge A times for 8 s (its medians never precise enough to
+    stop sooner); judge B, started on the same lock once A's time phase holds it, needs the lock for each of its phases.
+    A's phase, past KB_TIME_TURN_S, lets the lock go between two rounds until B has it, then queues again: B is judged
+    before A, and the time A was away is neither its time lock nor its time stage."""
     from pytest_kernelbench.candidates import baseline_candidate
 
     monkeypatch.setenv("KB_TIME_TURN_S", "0.5")
@@ -444,10 +444,12 @@ def test_a_long_timing_lets_a_waiting_judge_time_between_its_rounds(tmp_path, mo
     def judge(name: str, **config) -> None:
         ended[name] = (evaluate(problem, baseline_candidate(problem), cpu_config(lock_dir=str(tmp_path), **config)), time.monotonic())
 
-    long = threading.Thread(target=judge, args=("long",), kwargs={"max_time": 6.0, "rel_err": 1e-9, "max_reps": 10**6})
+    long = threading.Thread(target=judge, args=("long",), kwargs={"max_time": 8.0, "rel_err": 1e-9, "max_reps": 10**6})
     long.start()
-    time.sleep(2.0)
-    judge("short")
+    timing, waited = tmp_path / "cpu.timing", time.monotonic() + 60  # A's CPU time phase marks the lock folder
+    while not timing.exists() and time.monotonic() < waited and long.is_alive():
+        time.sleep(0.01)
+    judge("short")  # from A's time phase on: its start-up on a busy machine is no longer a race
     long.join(timeout=120)
     (a, a_end), (b, b_end) = ended["long"], ended["short"]
     assert a.outcome is Outcome.CORRECT and b.outcome is Outcome.CORRECT, (a.message, b.message)
