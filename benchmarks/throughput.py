@@ -186,17 +186,21 @@ class Sampler:
     def __init__(self, device: str):
         self.samples: list[float] = []
         self.cpu_timeline: list[float] = []  # busy fraction of all cores, one per CPU_WINDOW_S
+        self.gpu_timeline: list[float] = []  # the share of nvidia-smi's samples with the GPU busy, one per CPU_WINDOW_S
         self._gpu = device == "cuda" and bool(shutil.which("nvidia-smi"))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        last, window_start = cpu_times(), time.monotonic()
+        last, window_start, window_from = cpu_times(), time.monotonic(), 0
         while not self._stop.wait(0.5):
             if time.monotonic() - window_start >= CPU_WINDOW_S:
                 now, window_start = cpu_times(), time.monotonic()
                 self.cpu_timeline.append(round(busy_fraction(last, now), 2))
                 last = now
+                if self._gpu:
+                    window, window_from = self.samples[window_from:], len(self.samples)
+                    self.gpu_timeline.append(round(sum(1 for v in window if v > 0) / len(window), 2) if window else None)
             if self._gpu:
                 self.samples.extend(_smi_sample())
 
@@ -280,12 +284,41 @@ def _per_gpu(config: EvalConfig) -> list[EvalConfig]:
     return [dataclasses.replace(config, device_index=i) for i in range(max(1, torch.cuda.device_count()))]
 
 
+class SpannedPrebuilder(Prebuilder):
+    """The plugin's build pool, keeping when each build ran (seconds into the run): whether a run's end waits on builds."""
+
+    def __init__(self, config: EvalConfig, jobs: int, started: float):
+        super().__init__(config, jobs)
+        self.started, self.spans = started, {}  # source hash: [label, start, end or None]
+
+    def _build(self, problem, candidate, rank):
+        self.spans[candidate.source_hash] = span = [candidate.label, round(time.time() - self.started, 1), None]
+        try:
+            return super()._build(problem, candidate, rank)
+        finally:
+            span[2] = round(time.time() - self.started, 1)
+
+    def timeline(self) -> list[dict]:
+        """Each build started: its span, and (where it ended with a result) its outcome, stages and CPU-seconds."""
+        rows = []
+        for key, (label, start, end) in self.spans.items():
+            future, row = self.futures[key], {"candidate": label, "from_t": start, "to_t": end}
+            if end is not None and future.done() and not future.cancelled() and future.exception() is None:
+                result = future.result()
+                row.update(outcome=result.outcome.value, stage_s={k: round(v, 2) for k, v in result.stage_seconds.items()},
+                           cpu_s=result.extra.cpu_s or {}, light_headers=result.extra.light_headers)  # fmt: skip
+            rows.append(row)
+        return sorted(rows, key=lambda r: r["from_t"])
+
+
 def judge_pairs(pairs, config, jobs, judges, stop, started, busy=lambda: None, samples=False):
     """Judge each (problem, candidate, kind) as one pytest session would: a build pool of ``jobs`` (none: 0) and
     ``judges`` evaluations at once (``pytest -n judges``: setup, import and correctness runs overlap; timing takes the
     device lock in turn). Prints a line per result as it comes. Returns the lines of those judged before ``stop`` was set,
-    the pool's build CPU-seconds, and the labels cut off (stopped in flight, or never started)."""
-    prebuilder = Prebuilder(config, jobs) if jobs else None
+    the pool's build CPU-seconds, the labels cut off (stopped in flight, or never started), and where the run's end went:
+    the stage each judge stopped in flight was in, and each pool build's span."""
+    prebuilder = SpannedPrebuilder(config, jobs, started) if jobs else None
+    stopped = []  # list.append: one at a time under the GIL
     if prebuilder:  # as the plugin orders its items: those with nothing to build first
         pairs = [pairs[i] for i in judging_order([c for _, c, _ in pairs])]
         for problem, c, _ in pairs:
@@ -300,8 +333,11 @@ def judge_pairs(pairs, config, jobs, judges, stop, started, busy=lambda: None, s
             return None
         if not hasattr(seat, "config"):  # each judge (a pool thread) keeps one GPU, as an xdist worker does
             seat.config = configs[next(seats) % len(configs)]
+        begun = round(time.time() - started, 1)
         result = evaluate(pck[0], pck[1], seat.config, stop=stop)  # in its level's --ref-mode (evaluate: config.for_level)
         if stop.is_set() and result.message.startswith("stopped during stage"):  # controller._lost: the deadline, not a verdict
+            stopped.append({"candidate": pck[1].label, "from_t": begun, "stage": result.stage,
+                            "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()}})  # fmt: skip
             return None
         line = judged_line(pck, result, started, busy(), samples)
         with _PRINTING:  # whole lines: a session's lines are read back by run_sessions
@@ -310,16 +346,17 @@ def judge_pairs(pairs, config, jobs, judges, stop, started, busy=lambda: None, s
 
     with concurrent.futures.ThreadPoolExecutor(judges) as pool:
         lines = list(pool.map(judge, pairs))
-    builds = []
+    builds, spans = [], []
     if prebuilder:
         builds = [f.result() for f in prebuilder.futures.values() if f.done() and not f.cancelled() and f.exception() is None]
+        spans = prebuilder.timeline()
         prebuilder.close(wait=False)
     build_cpu = _summed([{"cpu_s": b.extra.cpu_s or {}} for b in builds], "cpu_s")
     headers = _summed([{"h": b.extra.light_headers or {}} for b in builds], "h")  # build/light.py: .cu compiles by header
     if headers:
         print("pool-headers " + json.dumps(headers), flush=True)
     cut = [c.label for (_, c, _), line in zip(pairs, lines, strict=True) if line is None]
-    return [line for line in lines if line], build_cpu, cut
+    return [line for line in lines if line], build_cpu, cut, {"stopped": stopped, "builds": spans}
 
 
 def run_sessions(sessions: int, pairs_args: list[str], cache: str, scratch: Path, stop_at: float, started: float):
@@ -356,7 +393,8 @@ def run_sessions(sessions: int, pairs_args: list[str], cache: str, scratch: Path
             proc.kill()
         thread.join()
     build_cpu = {k: round(sum(e["build_cpu_s"].get(k, 0.0) for e in ends), 1) for k in sorted({k for e in ends for k in e["build_cpu_s"]})}
-    return lines, build_cpu, [label for e in ends for label in e["cut"]]
+    ends_at = {k: [x for e in ends for x in e.get("end", {}).get(k, [])] for k in ("stopped", "builds")}
+    return lines, build_cpu, [label for e in ends for label in e["cut"]], ends_at
 
 
 def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", samples=False, stop_at=math.inf, sessions=None):
@@ -370,9 +408,9 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
         timer.start()
     with Sampler(device) as sampler:
         if sessions and sessions[0] > 1:
-            lines, build_cpu, cut = run_sessions(sessions[0], sessions[1], sessions[2], sessions[3], stop_at, started)
+            lines, build_cpu, cut, end = run_sessions(sessions[0], sessions[1], sessions[2], sessions[3], stop_at, started)
         else:
-            lines, build_cpu, cut = judge_pairs(pairs, config, jobs, judges, stop, started, lambda: sampler.busy, samples)
+            lines, build_cpu, cut, end = judge_pairs(pairs, config, jobs, judges, stop, started, lambda: sampler.busy, samples)
     if timer:
         timer.cancel()
     cpu_after = cpu_times()
@@ -381,6 +419,7 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
            **row, "cut_off": cut, "pch": config.pch_dir if config.pch_dir == "off" else "on", "pch_events": _pch_events(config, since),
            "bytecode_cache": bytecode_prefix()}  # fmt: skip
     row["cpu_s"]["pool_builds"] = build_cpu
+    row["cut_off_at"], row["builds"] = end["stopped"], end["builds"]  # the judges stopped in flight; the pool's spans
     if corpus != "synthetic":  # which candidate is which: first-call costs differ by kind (Triton JIT, nvcc, capture, inductor)
         row["by_kind"] = by_kind(lines)
     if lines:
@@ -432,6 +471,7 @@ def phase_row(lines: list[dict], wall: float, cpu_busy: float, busy_jiffies: flo
         "cpu_busy_fraction": round(cpu_busy, 3),
         "nvidia_smi_busy_fraction": None if sampler.busy is None else round(sampler.busy, 3),
         f"cpu_busy_per_{CPU_WINDOW_S:.0f}s": sampler.cpu_timeline,  # where in the run the cores sat idle
+        f"gpu_busy_per_{CPU_WINDOW_S:.0f}s": sampler.gpu_timeline or None,  # and the GPU (nvidia-smi's samples)
         "stepped_aside": sum(line["stepped_aside"] for line in lines),  # shared calls stopped for a timer
         "reference_shared": sum(line["reference_shared"] for line in lines),  # first calls shared, the footprint remembered
         "settle_gave_way": sum(line["settle_gave_way"] for line in lines),  # a busy GPU: the time phase gave the lock back
@@ -598,10 +638,11 @@ def session_main(args: argparse.Namespace, pairs: list) -> None:
     if timer:
         timer.start()
     config = make_config(args, Path(args.scratch), args.session_cache)
-    _, build_cpu, cut = judge_pairs(pairs[k::n], config, args.build_jobs, args.judges, stop, float(args.phase_start), samples=args.samples)
+    _, build_cpu, cut, end = judge_pairs(pairs[k::n], config, args.build_jobs, args.judges, stop, float(args.phase_start),
+                                         samples=args.samples)  # fmt: skip
     if timer:
         timer.cancel()
-    print("session-end " + json.dumps({"build_cpu_s": build_cpu, "cut": cut}), flush=True)
+    print("session-end " + json.dumps({"build_cpu_s": build_cpu, "cut": cut, "end": end}), flush=True)
 
 
 def main() -> None:

@@ -527,7 +527,9 @@ def test_a_call_far_above_its_warm_ones_when_timed_finishes_with_the_lock_shared
     result = evaluate(tiny_problem(), Candidate(source, "", "cold"), EvalConfig(device="cuda", timeout=120))
     assert result.outcome is Outcome.CORRECT, result.message
     [sent] = result.extra.sent_back
-    assert sent["limit_s"] >= 1.0 and 1.5 < sent["shared_s"] <= sent["away_s"], sent
+    # the limit is 20 trial calls' median wall times the round's calls (1.9 s on an H200 at 89c5157, 1.0 s on a CPU):
+    # sent back while the 3 s call still ran, and the rest of that call held shared
+    assert 1.0 <= sent["limit_s"] < 2.7 and 3.0 - sent["limit_s"] - 0.3 < sent["shared_s"] <= sent["away_s"], sent
     assert result.extra.lock_held_s["sent_back"] == pytest.approx(sent["shared_s"], abs=0.01)
     stage = result.stage_seconds["time"] + result.stage_seconds.get("stepped_aside", 0.0)
     assert result.extra.lock_held_s["time"] < stage - 1.5, (result.extra.lock_held_s, result.stage_seconds)

@@ -38,3 +38,44 @@ def test_agreement_counts_kept_outcomes_and_speedups_within_5_and_10_percent_wid
     assert found["outcome_differs"] == ["d: incorrect then, correct alone", "e: correct then, timeout alone"]
     assert (found["speedups"], found["within_5pct"], found["within_10pct"]) == (3, 1, 2), found
     assert [w["candidate"] for w in found["widest"]] == ["c", "b", "a"] and found["widest"][0]["ratio"] == 1.2
+
+
+def test_a_run_cut_off_keeps_the_stage_each_judge_in_flight_was_in_and_when_each_build_ran(monkeypatch):
+    """Where a run's end went: a judge still in flight at the deadline is listed with its stage, and each pool build
+    with its span and outcome (issue 46: the PIKE runs judged nothing in their last minute)."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from pytest_kernelbench.build import pool
+    from pytest_kernelbench.candidates import Candidate
+    from pytest_kernelbench.config import EvalConfig
+    from pytest_kernelbench.outcome import Outcome
+    from pytest_kernelbench.result import EvalResult
+
+    def fake_evaluate(problem, candidate, config, stop=None, build_only=False, build_rank=0):
+        result = EvalResult(problem="p", level="1", problem_id=1, outcome=Outcome.CORRECT, stage_seconds={"compile": 0.1})
+        if build_only:
+            time.sleep(0.2)
+            return result
+        if candidate.label == "long":  # timing when the deadline comes
+            stop.wait(10)
+            result.outcome, result.stage, result.message = Outcome.UNKNOWN_ERROR, "time", "stopped during stage 'time': the session ended"
+            result.stage_seconds = {"compile": 0.1, "time": 0.5}
+        return result
+
+    monkeypatch.setattr(throughput, "evaluate", fake_evaluate)
+    monkeypatch.setattr(pool, "evaluate", fake_evaluate)
+    monkeypatch.setattr(pool, "wait_while_cpu_timing", lambda lock_dir: None)
+    problem = SimpleNamespace(level="1", problem_id=1)
+    built = "from torch.utils.cpp_extension import load_inline\n"
+    pairs = [(problem, Candidate(built + f"# {label}\n", "", label), "cpp") for label in ("quick", "long", "never")]
+    stop = threading.Event()
+    threading.Timer(0.6, stop.set).start()
+    lines, _, cut, end = throughput.judge_pairs(pairs, EvalConfig(device="cpu"), jobs=3, judges=1, stop=stop, started=time.time())
+    assert [line["candidate"] for line in lines] == ["quick"] and sorted(cut) == ["long", "never"], (lines, cut)
+    [stopped] = end["stopped"]
+    assert stopped["candidate"] == "long" and stopped["stage"] == "time" and stopped["stage_s"]["time"] == 0.5, stopped
+    builds = {b["candidate"]: b for b in end["builds"]}
+    assert set(builds) == {"quick", "long", "never"}, builds  # three build jobs: all three started at once
+    assert all(b["outcome"] == "correct" and 0.1 < b["to_t"] - b["from_t"] < 2 for b in builds.values()), builds
