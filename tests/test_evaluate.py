@@ -399,6 +399,16 @@ def test_an_unknown_sandbox_mode_is_a_usage_error_naming_the_choices():
         cpu_config(sandbox="maybe")
 
 
+def test_an_unknown_light_headers_setting_is_a_usage_error_naming_the_choices(monkeypatch):
+    from pytest_kernelbench.errors import KernelBenchUsageError
+
+    monkeypatch.setenv("KB_LIGHT_HEADERS", "2")
+    with pytest.raises(KernelBenchUsageError, match=r"KB_LIGHT_HEADERS='2': choose 1 .*, 0 \(off\) or aten"):
+        cpu_config()
+    monkeypatch.setenv("KB_LIGHT_HEADERS", "aten")
+    cpu_config()
+
+
 @pytest.mark.parametrize("pairs", [-1, 6])
 def test_process_pairs_out_of_range_is_a_usage_error_naming_the_range(pairs):
     from pytest_kernelbench.errors import KernelBenchUsageError

@@ -526,12 +526,17 @@ def test_a_call_far_above_its_warm_ones_when_timed_finishes_with_the_lock_shared
     source = (TESTS / "data" / "cold" / "recompiles_once_when_timed.py").read_text().replace("{{WRONG}}", "False")
     result = evaluate(tiny_problem(), Candidate(source, "", "cold"), EvalConfig(device="cuda", timeout=120))
     assert result.outcome is Outcome.CORRECT, result.message
-    [sent] = result.extra.sent_back
-    # the limit is 20 trial calls' median wall times the round's calls (1.9 s on an H200 at 89c5157, 1.0 s on a CPU):
-    # sent back while the 3 s call still ran, and the rest of that call held shared
-    assert 1.0 <= sent["limit_s"] < 2.7 and 3.0 - sent["limit_s"] - 0.3 < sent["shared_s"] <= sent["away_s"], sent
-    assert result.extra.lock_held_s["sent_back"] == pytest.approx(sent["shared_s"], abs=0.01)
+    # one send-back for each pair of runners that timed it (each pair's runner makes its own eighth call)
+    sent_back, pairs = result.extra.sent_back, len(result.extra.process_pairs or [None])
+    assert 1 <= len(sent_back) <= pairs, (sent_back, result.extra.process_pairs)
+    for sent in sent_back:
+        # the limit is 20 trial calls' median wall times the round's calls (1.7-2.0 s on an H200 at a913463, 1.0 s on a
+        # CPU): sent back while the 3 s call still ran, and the rest of that call held shared
+        assert 1.0 <= sent["limit_s"] < 2.7 and 3.0 - sent["limit_s"] - 0.3 < sent["shared_s"] <= sent["away_s"], sent
+    assert result.extra.lock_held_s["sent_back"] == pytest.approx(sum(s["shared_s"] for s in sent_back), abs=0.01 * pairs)
+    # the time away is not the time lock's (H200: a stage of 4.08 s, 1.29 s away, the lock 2.79 s)
     stage = result.stage_seconds["time"] + result.stage_seconds.get("stepped_aside", 0.0)
-    assert result.extra.lock_held_s["time"] < stage - 1.5, (result.extra.lock_held_s, result.stage_seconds)
+    away = sum(s["away_s"] for s in sent_back)
+    assert result.extra.lock_held_s["time"] <= stage - away + 0.05, (result.extra.lock_held_s, result.stage_seconds, sent_back)
     assert result.new.max < 500, result.new  # ms: no timed sample holds the slow call
     assert result.extra.timing_core is None or result.extra.timing_core["threads"] > 0

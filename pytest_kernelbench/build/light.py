@@ -16,7 +16,12 @@ no ``torch/extension.h`` but the light ATen/c10 headers its kernels use (as the 
 without the ``torch/types.h`` that ``load_inline`` put in front of it, the same way. Every other nvcc call runs
 unchanged. ``KB_LIGHT_HEADERS=0`` (read by the judge) turns it off. Each decision is a line of ``kb-light.jsonl`` beside the source.
 
-This file is the wrapper's program: ``python light.py REAL_NVCC ARGS...`` (standard library only).
+``KB_LIGHT_HEADERS=aten`` (an experiment, off by default: not yet judged on a GPU) tries a lighter copy of a ``.cu``
+that includes ``torch/extension.h`` first: every ``torch/extension.h`` and ``torch/types.h`` include, ``load_inline``'s
+own too, made ``aten_prelude.h`` beside this file (the ATen headers kernels' host code uses, and torch's dtype names),
+then the ``torch/types.h`` copy, then the original (docs/performance.md, "The build", gives what it saved).
+
+This file is the wrapper's program: ``python light.py [--aten] REAL_NVCC ARGS...`` (standard library only).
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ IMPLICIT = "#include <torch/types.h>\n"
 IMPLICIT_LIGHT = "// kb: load_inline's #include <torch/types.h> left out (pytest_kernelbench/build/light.py)\n"
 EVENTS = "kb-light.jsonl"
 MAX_SOURCE = 4 << 20  # a larger .cu is compiled as it is
+ATEN_PRELUDE = Path(__file__).resolve().with_name("aten_prelude.h")
+TORCH_HEADERS = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/(?:extension|types)\.h[>"]', re.MULTILINE)
 
 
 def light_source(text: str) -> str | None:
@@ -54,37 +61,60 @@ def light_source(text: str) -> str | None:
     return None
 
 
-def wrap(real: str, args: list[str]) -> int:
-    """Run nvcc with ``args``: a ``.cu`` compile that :func:`light_source` can lighten first with the lighter copy.
+def aten_source(text: str) -> str | None:
+    """``text`` with each ``torch/extension.h`` and ``torch/types.h`` include made :data:`ATEN_PRELUDE` (the line
+    count kept); None where it has neither, or names ``requires_grad`` (torch's factories honour it, ATen's refuse it)."""
+    if "requires_grad" in text or not TORCH_HEADERS.search(text):
+        return None
+    return TORCH_HEADERS.sub(f'#include "{ATEN_PRELUDE}"  // kb: was a torch/ header (pytest_kernelbench/build/light.py)', text)
+
+
+def tiers(text: str, aten: bool) -> list[tuple[str, str]]:
+    """The copies of a ``.cu`` to compile in turn before the original: with ``torch/extension.h``, the ATen prelude's
+    (with ``aten``) then ``torch/types.h``'s; with light headers of its own, its copy without ``load_inline``'s
+    ``torch/types.h`` and then (with ``aten``) the prelude's, for a ``.cu`` that leant on that ``torch/types.h``."""
+    light, prelude = light_source(text), aten_source(text) if aten else None
+    ordered = [("aten", prelude), ("light", light)] if HEAVY.search(text) else [("light", light), ("aten", prelude)]
+    return [(how, copied) for how, copied in ordered if copied is not None]
+
+
+def wrap(real: str, args: list[str], aten: bool = False) -> int:
+    """Run nvcc with ``args``: a ``.cu`` compile is tried first with its lighter copies (:func:`tiers`), in turn.
     (``KB_LIGHT_HEADERS=0`` is read by the judge, which then does not set this wrapper at all.)"""
     source = _cu_source(args)
-    light = None
+    copies: list[tuple[str, str]] = []
     if source is not None:
         try:
             if source.stat().st_size <= MAX_SOURCE:
-                light = light_source(source.read_text(errors="replace"))
+                copies = tiers(source.read_text(errors="replace"), aten)
         except OSError:
-            light = None
-    if light is None:
+            copies = []
+    if not copies:
         return subprocess.call([real, *args])
     copy = source.with_name(source.stem + ".kb-light" + source.suffix)
     started = time.monotonic()
+    for how, copied in copies:
+        tried = _compile_copy(real, args, source, copy, copied)
+        if tried is not None and tried.returncode == 0:
+            sys.stdout.buffer.write(tried.stdout)
+            sys.stderr.buffer.write(tried.stderr)
+            _note(source, how, time.monotonic() - started)
+            return 0
+    _note(source, "fallback", time.monotonic() - started)
+    return subprocess.call([real, *args])
+
+
+def _compile_copy(real: str, args: list[str], source: Path, copy: Path, text: str) -> subprocess.CompletedProcess | None:
+    """nvcc's compile of ``text`` written to ``copy`` in place of ``source``; None where the copy cannot be written."""
     try:
-        copy.write_text(light)
+        copy.write_text(text)
         # dated as the source: ninja dates an object by its command's start and marks it stale when a dependency (this
         # copy, named in its depfile) is newer, so a copy dated now had every cached build compiled again in the runner
         stat = source.stat()
         os.utime(copy, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-        tried = subprocess.run([real, *[str(copy) if a == str(source) else a for a in args]], capture_output=True)
+        return subprocess.run([real, *[str(copy) if a == str(source) else a for a in args]], capture_output=True)
     except OSError:
-        tried = None
-    if tried is not None and tried.returncode == 0:
-        sys.stdout.buffer.write(tried.stdout)
-        sys.stderr.buffer.write(tried.stderr)
-        _note(source, "light", time.monotonic() - started)
-        return 0
-    _note(source, "fallback", time.monotonic() - started)
-    return subprocess.call([real, *args])
+        return None
 
 
 def _cu_source(args: list[str]) -> Path | None:
@@ -103,10 +133,13 @@ def _note(source: Path, how: str, seconds: float) -> None:
         pass
 
 
-def nvcc_command(real_nvcc: str) -> str:
-    """``PYTORCH_NVCC``'s value: this wrapper around ``real_nvcc``, as the shell words torch's ninja file runs."""
-    return " ".join(shlex.quote(word) for word in (sys.executable, os.path.abspath(__file__), real_nvcc))
+def nvcc_command(real_nvcc: str, aten: bool = False) -> str:
+    """``PYTORCH_NVCC``'s value: this wrapper around ``real_nvcc`` (trying the ATen prelude first with ``aten``), as the
+    shell words torch's ninja file runs."""
+    words = (sys.executable, os.path.abspath(__file__), *(("--aten",) if aten else ()), real_nvcc)
+    return " ".join(shlex.quote(word) for word in words)
 
 
 if __name__ == "__main__":
-    sys.exit(wrap(sys.argv[1], sys.argv[2:]))
+    first = sys.argv[1] == "--aten"
+    sys.exit(wrap(sys.argv[2 if first else 1], sys.argv[3 if first else 2 :], aten=first))

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from filelock import Timeout
 
+from ...config import light_headers
 from .. import cores, gpuless
 from .. import protocol as p
 from ..locking import build_slot
@@ -148,10 +149,12 @@ class Builder:
         if ctx.cpu_check:
             env.update(check_env())
         nvcc = _real_nvcc(env.get("CUDA_HOME", ""))
-        if nvcc and os.environ.get("KB_LIGHT_HEADERS", "1") != "0" and not os.environ.get("PYTORCH_NVCC"):
+        light = light_headers()
+        if nvcc and light != "0" and not os.environ.get("PYTORCH_NVCC"):
             from ...build.light import nvcc_command
 
-            env["PYTORCH_NVCC"] = nvcc_command(nvcc)  # a .cu's torch/extension.h built as torch/types.h where it builds
+            # a .cu's torch/extension.h built as torch/types.h where it builds (first as ATen's own headers with "aten")
+            env["PYTORCH_NVCC"] = nvcc_command(nvcc, aten=light == "aten")
         return env
 
     def candidate_env(self, folder: Path | None, jit: bool = True) -> dict[str, str]:
@@ -219,8 +222,10 @@ def light_counts(folder: Path, limit: int = 1 << 16) -> dict[str, int] | None:
                 text = fh.read(limit).decode(errors="replace")
         except OSError:
             continue
-        for how in ("light", "fallback"):
+        for how in ("aten", "light", "fallback"):
             counts[how] = counts.get(how, 0) + text.count(f'"how": "{how}"')
+    if counts and not counts["aten"]:  # KB_LIGHT_HEADERS=aten's tier: named where it compiled a .cu
+        del counts["aten"]
     return counts or None
 
 
