@@ -284,6 +284,11 @@ def _per_gpu(config: EvalConfig) -> list[EvalConfig]:
     return [dataclasses.replace(config, device_index=i) for i in range(max(1, torch.cuda.device_count()))]
 
 
+def _finished(future: concurrent.futures.Future) -> bool:
+    """A pool build that ended with a result (not cancelled, not stopped by an exception)."""
+    return future.done() and not future.cancelled() and future.exception() is None
+
+
 class SpannedPrebuilder(Prebuilder):
     """The plugin's build pool, keeping when each build ran (seconds into the run): whether a run's end waits on builds."""
 
@@ -303,7 +308,7 @@ class SpannedPrebuilder(Prebuilder):
         rows = []
         for key, (label, start, end) in self.spans.items():
             future, row = self.futures[key], {"candidate": label, "from_t": start, "to_t": end}
-            if end is not None and future.done() and not future.cancelled() and future.exception() is None:
+            if end is not None and _finished(future):
                 result = future.result()
                 row.update(outcome=result.outcome.value, stage_s={k: round(v, 2) for k, v in result.stage_seconds.items()},
                            cpu_s=result.extra.cpu_s or {}, light_headers=result.extra.light_headers)  # fmt: skip
@@ -348,7 +353,7 @@ def judge_pairs(pairs, config, jobs, judges, stop, started, busy=lambda: None, s
         lines = list(pool.map(judge, pairs))
     builds, spans = [], []
     if prebuilder:
-        builds = [f.result() for f in prebuilder.futures.values() if f.done() and not f.cancelled() and f.exception() is None]
+        builds = [f.result() for f in prebuilder.futures.values() if _finished(f)]
         spans = prebuilder.timeline()
         prebuilder.close(wait=False)
     build_cpu = _summed([{"cpu_s": b.extra.cpu_s or {}} for b in builds], "cpu_s")

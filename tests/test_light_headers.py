@@ -199,6 +199,11 @@ def test_the_judge_sets_the_wrapper_for_a_build_only_where_nvcc_is(monkeypatch, 
     assert _real_nvcc("") == (os.path.join(torch_home, "bin", "nvcc") if torch_home else "")
     command = light.nvcc_command(str(home / "bin" / "nvcc"))
     assert command.split()[1:] == [light.__file__, str(home / "bin" / "nvcc")]
+    # the wrapper and its tiers decide the binary: each setting builds in a folder of its own, never another's objects
+    from pytest_kernelbench.build.cache import build_key
+
+    keys = {build_key("src", torch, torch.device("cpu"), {"PYTORCH_NVCC": light.nvcc_command("nvcc", aten=aten)}) for aten in (False, True)}
+    assert len(keys) == 2 and build_key("src", torch, torch.device("cpu"), {"PYTORCH_NVCC": ""}) not in keys
     ext = tmp_path / "builds" / "my_ext"
     ext.mkdir(parents=True)
     assert light_counts(tmp_path / "builds") is None

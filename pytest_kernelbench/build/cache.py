@@ -32,8 +32,9 @@ from filelock import FileLock, Timeout
 
 from .tree import remove_tree
 
-# Environment that changes what the compiler produces.
-_COMPILER_ENV = ("CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "TORCH_NVCC_FLAGS", "TORCH_CUDA_ARCH_LIST", "CUDA_HOME")
+# Environment that changes what the compiler produces (PYTORCH_NVCC: the nvcc wrapper, build/light.py, and its tiers).
+_COMPILER_ENV = ("CC", "CXX", "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_FLAGS", "TORCH_NVCC_FLAGS", "TORCH_CUDA_ARCH_LIST", "CUDA_HOME",
+                 "PYTORCH_NVCC")  # fmt: skip
 
 
 def build_key(source: str, torch: Any, device: Any, env: dict[str, str] | None = None) -> str:
