@@ -39,6 +39,7 @@ class Extra:
     reference_shared: bool | None = None  # its first call ran shared, the problem's footprint remembered (supervisor/memo.py)
     settle_gave_way: int | None = None  # times its time phase let the lock go while the GPU stayed busy (Device.settle)
     time_turns: int | None = None  # times its time phase, long, let another judge time between two rounds (Device.take_turn)
+    time_turns_ended: int | None = None  # 1: a turn left the GPU busy longer than a turn, the phase took no more
     float32_precision: str | None = None  # "ieee": both runners without TF32, the tolerance being tighter (tolerance.py)
     timing_core: dict[str, int] | None = None  # GPU time phase: the core both runners were bound to, threads moved back
     # --- what the candidate's forward runs

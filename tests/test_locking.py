@@ -457,3 +457,54 @@ def test_a_long_timing_lets_a_waiting_judge_time_between_its_rounds(tmp_path, mo
     away = a.extra.split_s["time/turn"]
     assert away >= b.extra.lock_held_s["time"] > 0  # A was away at least while B timed
     assert a.extra.lock_held_s["time"] < a.stage_seconds["time"] + 0.5 and a.extra.timing_stop == "max_time"
+
+
+def test_a_turn_that_leaves_the_gpu_busy_for_longer_than_a_turn_is_the_phases_last(monkeypatch):
+    """Device.take_turn (PIKE corpus, one H200, 452f413: a time phase took five turns and after each waited 14 s for the
+    kernels a judge let in had queued, 68 s of lock for 10 s of timing). The turn's clock starts at the quiet GPU, not
+    at taking the lock back; a turn whose settle outlasts a turn is the phase's last, until the phase closes."""
+    from types import SimpleNamespace
+
+    from pytest_kernelbench.judge.supervisor import device as dev
+
+    turn = 0.1
+    monkeypatch.setattr(dev, "TIME_TURN_S", turn)
+    monkeypatch.setattr(dev, "exclusive_need", lambda *args: None)
+    busy_for, busy_until = [0.08], [0.0]  # how long the GPU stays busy after each take back, and until when
+
+    class Lock:  # a judge waits whenever this phase holds the lock; its kernels run on after it is stopped
+        waiting = True
+
+        def queued(self):
+            return self.waiting
+
+        def wanted(self):
+            return None
+
+        def release(self):
+            self.waiting = False
+
+        def acquire(self, timeout, shared, announce):
+            assert not shared
+            self.waiting, busy_until[0] = True, time.monotonic() + busy_for[0]
+
+    counts = {}
+    found = SimpleNamespace(count=lambda key: counts.__setitem__(key, counts.get(key, 0) + 1), tally=lambda *args: None)
+    status = SimpleNamespace(stage="time", enter=lambda stage: None)
+    device = dev.Device(SimpleNamespace(on_gpu=True, found=found, status=status, cfg=SimpleNamespace(setup_timeout=60.0, lock_timeout=60.0),
+                                        fp=None, problem=None))  # fmt: skip
+    monkeypatch.setattr(device, "_probe", lambda: 1e-3 if time.monotonic() < busy_until[0] else 14e-6)
+    device.quiet_s, device._lock, device._phase = 114e-6, Lock(), "time"
+    device._since = dev._perf_counter() - 2 * turn
+
+    assert device.take_turn() > 0 and counts == {"time_turns": 1}  # quiet again after 0.08 s: turns go on
+    time.sleep(0.04)
+    assert device.take_turn() == 0.0  # 0.12 s since it took the lock back, 0.04 s since the GPU was quiet: not yet
+    time.sleep(turn)
+    busy_for[0] = 3 * turn
+    assert device.take_turn() > 0 and counts == {"time_turns": 2, "time_turns_ended": 1}
+    time.sleep(turn)
+    assert device.take_turn() == 0.0 and counts["time_turns"] == 2  # the phase's last turn was taken
+    device.close_phase()
+    device._lock, device._since = Lock(), dev._perf_counter() - 2 * turn
+    assert device.take_turn() > 0 and counts["time_turns"] == 3  # the next phase takes turns again

@@ -47,7 +47,8 @@ class Device:
         self._pins: tuple[int, Callable[[], list[list[int]]], int] | None = None  # the timing core, the runners, base nice
         self._away: tuple[float, float, contextlib.ExitStack] | None = None  # sent back: since when, shared since, admission
         self._sent_back = False  # a request was sent back since the Timer last asked (take_sent_back)
-        self._since = 0.0  # when the lock was last taken (take_turn)
+        self._since = 0.0  # when the lock was last taken, or the GPU found quiet after it (take_turn)
+        self._turns_over = False  # this phase takes no more turns (take_turn: its last one cost more than a turn)
 
     # -------------------------------------------------------------- the lock
 
@@ -88,7 +89,7 @@ class Device:
         if self._cpu_timing:
             mark_cpu_timing(self.ctx.cfg.lock_dir, False)
             self._cpu_timing = False
-        self.sharing, self._lock, self._sent_back = False, None, False
+        self.sharing, self._lock, self._sent_back, self._turns_over = False, None, False, False
 
     def key(self) -> str:
         """The physical device's name in the lock folder (its lock, the footprints remembered for it)."""
@@ -121,13 +122,16 @@ class Device:
         self._since = _perf_counter()
 
     def take_turn(self) -> float:
-        """Between two rounds of the exclusive time phase, held for TIME_TURN_S since it was taken, while another judge
-        waits for the lock (and any that waits to hold it alone fits beside this phase's memory): let it go until they
-        have it (TURN_HANDOFF_S at most), queue for it again and wait for a quiet GPU. The seconds away (0.0: the turn
-        goes on), neither the phase's lock time nor the candidate's (``wait_lock``); counted in ``extra.time_turns``."""
-        if self.sharing or self._lock is None or _perf_counter() - self._since < TIME_TURN_S or not self._lock.queued():
+        """Between two rounds of the exclusive time phase, held for TIME_TURN_S since the GPU was found quiet, while
+        another judge waits for the lock (and any that waits to hold it alone fits beside this phase's memory): let it go
+        until they have it (TURN_HANDOFF_S at most), queue for it again and wait for a quiet GPU. The seconds away (0.0:
+        the turn goes on), neither the phase's lock time nor the candidate's (``wait_lock``); counted in
+        ``extra.time_turns``. A turn after which the GPU stayed busy for longer than TIME_TURN_S is the phase's last:
+        a judge let in queued kernels longer than a turn (a shared phase does not drain), and each further turn would
+        let it queue as much again while this phase holds the lock waiting (``extra.time_turns_ended``)."""
+        if self.sharing or self._lock is None or self._turns_over or not self._lock.queued():
             return 0.0
-        if self._too_big(self._lock.wanted()):
+        if _perf_counter() - self._since < TIME_TURN_S or self._too_big(self._lock.wanted()):
             return 0.0
         ctx = self.ctx
         stage = ctx.status.stage
@@ -136,7 +140,9 @@ class Device:
         away = self._let_go_alone(self._handed_over)
         ctx.found.tally("split_s", f"{self._phase}/turn", away)  # within the batch's part
         ctx.status.enter(stage)
-        self.settle()
+        if self.settle() > TIME_TURN_S:
+            self._turns_over = True
+            ctx.found.count("time_turns_ended")
         return away
 
     def _handed_over(self) -> None:
@@ -249,15 +255,17 @@ class Device:
 
     # -------------------------------------------------------------- a quiet GPU
 
-    def settle(self) -> None:
+    def settle(self) -> float:
         """CUDA, holding the device alone, before the first timed call: wait for work still queued by other judges'
         candidates (a shared phase does not drain, so a stopped candidate's kernels may still run), charged to no one
         (stage ``settle``). Work that outlasts SETTLE_TURN_S is a kernel longer than its owner's step aside: the lock
         goes back for a while (:meth:`give_way`; that owner's call runs on, charged to it, up to its own time limit) and
-        is queued for again. A GPU still busy after the setup limit is the harness's error, not a speedup."""
+        is queued for again. A GPU still busy after the setup limit is the harness's error, not a speedup. Returns the
+        seconds it took; the phase's turn (:meth:`take_turn`) counts from its end."""
         ctx = self.ctx
         if not ctx.on_gpu:
-            return
+            return 0.0
+        started = _perf_counter()
         stage, limit = ctx.status.stage, ctx.cfg.setup_timeout
         deadline, away = time.monotonic() + limit, SETTLE_AWAY_S
         ctx.status.enter("settle")
@@ -272,6 +280,8 @@ class Device:
                 away = min(2 * away, SETTLE_AWAY_MAX_S)
         finally:
             ctx.status.enter(stage)
+        self._since = _perf_counter()
+        return self._since - started
 
     def give_way(self, seconds: float) -> None:
         """Holding the device alone on a GPU another judge's kernel keeps busy: let the lock go for ``seconds``, with
