@@ -25,16 +25,17 @@ MAX_PROCESS_PAIRS = 5  # --process-pairs: as many as a CPU takes by itself (stat
 
 # the judge's numeric settings from the environment (judge/supervisor/plan.py) and their defaults
 ENV_NUMBERS = {"KB_DISK_GB": "8", "KB_PROBE_FLOOR_MAX_US": "150", "KB_TIME_TURN_S": "5"}
-# KB_LIGHT_HEADERS: how build/light.py compiles a .cu (1: torch/types.h where it builds; 0: off; aten: ATen's first)
-LIGHT_HEADERS = ("1", "0", "aten")
+# KB_LIGHT_HEADERS: how build/light.py compiles a .cu (aten: ATen's own headers first, then torch/types.h; 1: torch/types.h
+# where it builds; 0: off)
+LIGHT_HEADERS = ("aten", "1", "0")
 
 
 def light_headers() -> str:
-    """KB_LIGHT_HEADERS's value ("1" where unset); another is a one-line usage error, raised by EvalConfig before any work."""
+    """KB_LIGHT_HEADERS's value ("aten" where unset); another is a one-line usage error, raised by EvalConfig before any work."""
     given = os.environ.get("KB_LIGHT_HEADERS") or LIGHT_HEADERS[0]
     if given not in LIGHT_HEADERS:
-        raise KernelBenchUsageError(f"KB_LIGHT_HEADERS={given!r}: choose 1 (torch/types.h where it builds, the default), 0 (off) "
-                                    "or aten (ATen's own headers first, an experiment)")  # fmt: skip
+        raise KernelBenchUsageError(f"KB_LIGHT_HEADERS={given!r}: choose aten (ATen's own headers first, the default), 1 "
+                                    "(torch/types.h where it builds) or 0 (off)")  # fmt: skip
     return given
 
 

@@ -16,10 +16,11 @@ no ``torch/extension.h`` but the light ATen/c10 headers its kernels use (as the 
 without the ``torch/types.h`` that ``load_inline`` put in front of it, the same way. Every other nvcc call runs
 unchanged. ``KB_LIGHT_HEADERS=0`` (read by the judge) turns it off. Each decision is a line of ``kb-light.jsonl`` beside the source.
 
-``KB_LIGHT_HEADERS=aten`` (an experiment, off by default: not yet judged on a GPU) tries a lighter copy of a ``.cu``
-that includes ``torch/extension.h`` first: every ``torch/extension.h`` and ``torch/types.h`` include, ``load_inline``'s
-own too, made ``aten_prelude.h`` beside this file (the ATen headers kernels' host code uses, and torch's dtype names),
-then the ``torch/types.h`` copy, then the original (docs/performance.md, "The build", gives what it saved).
+First, by default (``KB_LIGHT_HEADERS=aten``), a ``.cu`` that includes ``torch/extension.h`` is tried as a lighter
+copy still: every ``torch/extension.h`` and ``torch/types.h`` include, ``load_inline``'s own too, made ``aten_prelude.h``
+beside this file (the ATen headers kernels' host code uses, and torch's dtype names); then the ``torch/types.h`` copy,
+then the original. ``KB_LIGHT_HEADERS=1`` skips the prelude copy (docs/performance.md, "The build", gives what each
+saved, and the GPU runs that judged the PIKE corpus both ways).
 
 This file is the wrapper's program: ``python light.py [--aten] REAL_NVCC ARGS...`` (standard library only).
 """
