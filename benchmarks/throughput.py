@@ -32,7 +32,9 @@ problem claims is listed and left out. Phases, each with its own empty build cac
 ``--judges N`` evaluations run at once in one session (as ``pytest -n N``; on CUDA spread over every visible GPU, each
 judge keeping one); ``--sessions M`` runs M such sessions at once, each a process of this script with its own build pool and judges, judging every M-th candidate, sharing the
 machine's lock, build cache and PCH folders as M separate ``pytest`` runs would. ``--deadline S`` stops the run after S
-seconds: judges in flight are stopped and left out (``cut_off`` lists them), and the phase's row counts those judged.
+seconds: judges in flight are stopped and left out (``cut_off`` lists them; ``cut_off_at`` gives each one's stage and
+the stages its supervisor had announced), and the phase's row counts those judged. ``long_settles``: each time phase that
+waited 4 s or more for a quiet GPU, with the candidates then in a shared GPU stage (init, run, stepped aside) beside it.
 
 GPU busy fraction: sampled with nvidia-smi every 0.5 s during the pipeline phase, and from
 the judges' own stage times (init + run + compare + time) over the phase's wall time. CPU: the
@@ -89,6 +91,10 @@ _PROBLEM_LINE = re.compile(r"^# problem: (\S+)/(\d+)\s*$")
 GPU_STAGES = ("init", "run", "compare", "time")
 LOCKED_STAGES = (*GPU_STAGES, "trace", "recheck")  # held under the device lock (with a part of 'reference')
 CPU_WINDOW_S = 5.0  # the busy-CPU timeline's window
+# a time phase's settle this long (another judge's candidate's queued kernels kept the GPU busy) is listed with the
+# candidates then in a shared GPU stage beside it (long_settles): whose kernels they were is not measured, only who was there
+LONG_SETTLE_S = 4.0
+SHARED_GPU_STAGES = ("init", "run", "stepped_aside")
 _PRINTING = threading.Lock()
 
 
@@ -342,7 +348,8 @@ def judge_pairs(pairs, config, jobs, judges, stop, started, busy=lambda: None, s
         result = evaluate(pck[0], pck[1], seat.config, stop=stop)  # in its level's --ref-mode (evaluate: config.for_level)
         if stop.is_set() and result.message.startswith("stopped during stage"):  # controller._lost: the deadline, not a verdict
             stopped.append({"candidate": pck[1].label, "from_t": begun, "stage": result.stage,
-                            "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()}})  # fmt: skip
+                            "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()},
+                            "stages_at": result.extra.stages_at})  # fmt: skip
             return None
         line = judged_line(pck, result, started, busy(), samples)
         with _PRINTING:  # whole lines: a session's lines are read back by run_sessions
@@ -425,6 +432,7 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
            "bytecode_cache": bytecode_prefix()}  # fmt: skip
     row["cpu_s"]["pool_builds"] = build_cpu
     row["cut_off_at"], row["builds"] = end["stopped"], end["builds"]  # the judges stopped in flight; the pool's spans
+    row["long_settles"] = long_settles(lines, end["stopped"])
     if corpus != "synthetic":  # which candidate is which: first-call costs differ by kind (Triton JIT, nvcc, capture, inductor)
         row["by_kind"] = by_kind(lines)
     if lines:
@@ -435,6 +443,31 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
                           for line in lines]  # fmt: skip
     print(json.dumps(row), flush=True)
     return row
+
+
+def _spans(lines: list[dict], stopped: list[dict]) -> list[tuple[str, str, float, float]]:
+    """(candidate, stage, from, to) in seconds into the run, from each judged line's and each cut-off judge's stages_at
+    (a judged line's start: when it ended less its wall; a cut-off one's: when it began; its last stage runs to the end)."""
+    spans = []
+    for line, start in [(x, x["t"] - x["wall_s"]) for x in lines] + [(x, x["from_t"]) for x in stopped]:
+        marks = line.get("stages_at") or []
+        if not marks:
+            continue
+        ends = [at for _, at in marks[1:]] + [line.get("wall_s", math.inf)]
+        spans += [(line["candidate"], stage, start + at, start + end) for (stage, at), end in zip(marks, ends, strict=True)]
+    return spans
+
+
+def long_settles(lines: list[dict], stopped: list[dict], least: float = LONG_SETTLE_S) -> list[dict]:
+    """Each settle of ``least`` seconds or more, with the candidates in a shared GPU stage when it began (issue 46: one
+    candidate's kernels, queued before it was stopped, kept the GPU busy for 12-14 s after each of its calls)."""
+    spans, found = _spans(lines, stopped), []
+    for candidate, stage, start, end in spans:
+        if stage != "settle" or end - start < least:
+            continue
+        beside = sorted({c for c, st, a, b in spans if st in SHARED_GPU_STAGES and c != candidate and a <= start < b})
+        found.append({"candidate": candidate, "from_t": round(start, 1), "seconds": round(end - start, 1), "beside": beside})
+    return sorted(found, key=lambda x: x["from_t"])
 
 
 def judged_again(pairs: list, before: dict | None) -> list:

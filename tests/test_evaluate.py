@@ -1,5 +1,6 @@
 """The judge's outcome for deliberately broken candidates: one per outcome, plus crashes that must stay results."""
 
+import itertools
 import os
 import signal
 import time
@@ -211,6 +212,25 @@ def test_a_reference_slower_than_the_setup_limit_is_reported_as_the_harness_faul
     assert result.outcome is Outcome.HARNESS_ERROR and result.reward is None
     assert "the reference did not answer within 10 s during stage 'reference'" in result.message and result.stage == "reference"
     assert result.wall_seconds < 60
+
+
+def test_an_evaluation_stopped_in_flight_keeps_the_stages_its_supervisor_announced():
+    """A session's end stops a judge whose supervisor then writes no result (benchmarks/throughput.py's deadline): the
+    result says so, in the stage it was in, with the timeline the supervisor announced until then (its cut_off_at)."""
+    import threading
+
+    stop = threading.Event()
+    candidate = broken("timeout")  # hangs in its forward
+    timer = threading.Timer(10.0, stop.set)  # in its forward by then, unless a loaded machine is slower to start it
+    timer.start()
+    try:
+        result = evaluate(tiny_problem(), candidate, cpu_config(), stop=stop)
+    finally:
+        timer.cancel()
+    assert result.message.startswith(f"stopped during stage '{result.stage}'"), result.message
+    stages = [stage for stage, _ in result.extra.stages_at]
+    assert stages[0] == "reference" and stages[-1] == result.stage and "done" not in stages, result.extra.stages_at
+    assert all(a <= b for (_, a), (_, b) in itertools.pairwise(result.extra.stages_at)), result.extra.stages_at
 
 
 def test_hang_times_out_and_the_timeout_excludes_nothing_else():

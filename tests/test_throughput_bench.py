@@ -62,6 +62,7 @@ def test_a_run_cut_off_keeps_the_stage_each_judge_in_flight_was_in_and_when_each
             stop.wait(10)
             result.outcome, result.stage, result.message = Outcome.UNKNOWN_ERROR, "time", "stopped during stage 'time': the session ended"
             result.stage_seconds = {"compile": 0.1, "time": 0.5}
+            result.extra.stages_at = [["compile", 0.0], ["time", 0.1]]
         return result
 
     monkeypatch.setattr(throughput, "evaluate", fake_evaluate)
@@ -76,6 +77,20 @@ def test_a_run_cut_off_keeps_the_stage_each_judge_in_flight_was_in_and_when_each
     assert [line["candidate"] for line in lines] == ["quick"] and sorted(cut) == ["long", "never"], (lines, cut)
     [stopped] = end["stopped"]
     assert stopped["candidate"] == "long" and stopped["stage"] == "time" and stopped["stage_s"]["time"] == 0.5, stopped
+    assert stopped["stages_at"] == [["compile", 0.0], ["time", 0.1]], stopped
     builds = {b["candidate"]: b for b in end["builds"]}
     assert set(builds) == {"quick", "long", "never"}, builds  # three build jobs: all three started at once
     assert all(b["outcome"] == "correct" and 0.1 < b["to_t"] - b["from_t"] < 2 for b in builds.values()), builds
+
+
+def test_a_long_settle_is_listed_with_the_candidates_then_in_a_shared_gpu_stage():
+    """Issue 46: time phases waited 12-14 s for a quiet GPU once one candidate had started its calls. Each settle of
+    LONG_SETTLE_S or more is listed with who was in init, run or stepped aside when it began, judged or cut off."""
+    timer = {"candidate": "timer", "t": 40.0, "wall_s": 30.0,  # began at 10 s into the run
+             "stages_at": [["reference", 0.0], ["time", 5.0], ["settle", 5.5], ["time", 18.0], ["done", 20.0]]}
+    quick = {"candidate": "quick", "t": 17.0, "wall_s": 2.0, "stages_at": [["run", 0.0], ["settle", 1.0], ["done", 1.5]]}
+    hog = {"candidate": "hog", "from_t": 12.0, "stages_at": [["init", 0.0], ["run", 1.0], ["stepped_aside", 3.0]]}
+    gone = {"candidate": "gone", "from_t": 0.0, "stages_at": None}  # a record of before stages_at was kept
+    found = throughput.long_settles([timer, quick], [hog, gone])
+    assert found == [{"candidate": "timer", "from_t": 15.5, "seconds": 12.5, "beside": ["hog", "quick"]}], found
+    assert throughput.long_settles([timer], [], least=13.0) == []

@@ -33,7 +33,7 @@ from . import footprint, forkserver, sol
 from .assignment import Assignment, describe_exit, read_tail
 from .procs import child_setup
 from .sandbox import TIMING_ENV
-from .stages import SETUP_STAGES, UNCHARGED
+from .stages import SETUP_STAGES, TIMELINE_ENTRIES, UNCHARGED
 
 _POLL_SECONDS = 0.05
 GRACE_SECONDS = 30.0  # the supervisor enforces the limit itself; this backstop only catches a stuck supervisor
@@ -48,6 +48,7 @@ class _StatusWatcher:
         self._entered = time.monotonic()
         self._done: dict[str, float] = {}
         self._seen = 0
+        self.timeline: list[list[object]] = []  # [stage, the supervisor's seconds] as announced: a lost result's stages_at
 
     def poll(self) -> None:
         try:
@@ -57,7 +58,11 @@ class _StatusWatcher:
         now = time.monotonic()
         for line in lines[self._seen :]:
             self._done[self.stage] = self._done.get(self.stage, 0.0) + now - self._entered
-            self.stage, self._entered = line.partition(" ")[0], now
+            self.stage, _, at = line.partition(" ")
+            self._entered = now
+            with contextlib.suppress(ValueError):  # a line cut short by a kill
+                if len(self.timeline) < TIMELINE_ENTRIES:
+                    self.timeline.append([self.stage, float(at)])
         self._seen = len(lines)
 
     def seconds_in(self, stages: frozenset[str]) -> float:
@@ -198,6 +203,7 @@ def evaluate(
                 result.extra.speed_of_light = sol.speed_of_light(measured, result.device_name, result.ref_ms, result.new_ms)
             return result
         base.stage_seconds = watcher.split()  # no result of the supervisor's: the split it announced, as seen here
+        base.extra.stages_at = watcher.timeline or None
         return _lost(base, why, watcher.stage, proc.returncode, read_tail(log_path, config.log_chars), config, problem)
 
 

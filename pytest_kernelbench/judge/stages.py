@@ -44,6 +44,7 @@ _STAGES = (
 STAGES: dict[str, Stage] = {stage.name: stage for stage in _STAGES}
 CHARGED = frozenset(s.name for s in _STAGES if s.charged)
 UNCHARGED = frozenset(s.name for s in _STAGES if not s.charged)
+TIMELINE_ENTRIES = 400  # a result's extra.stages_at at most (each step aside adds two)
 SETUP_STAGES = frozenset({"start", "reference"})  # the harness's set-up, under --setup-timeout rather than --timeout
 CANDIDATE_FAILURE = {s.name: s.failure for s in _STAGES if s.charged}  # a runner's failure in a charged stage
 

@@ -20,7 +20,7 @@ from ...extra import Extra
 from .. import gpus
 from .. import protocol as p
 from ..assignment import Assignment
-from ..stages import STAGES, charged
+from ..stages import STAGES, TIMELINE_ENTRIES, charged
 from .plan import Footprint
 
 _perf_counter = time.perf_counter
@@ -34,7 +34,6 @@ class Verdict(Exception):
         self.outcome, self.message = outcome, message
 
 
-TIMELINE_ENTRIES = 400  # a result's extra.stages_at at most (each step aside adds two)
 
 
 class Status:
