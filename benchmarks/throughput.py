@@ -34,7 +34,8 @@ judge keeping one); ``--sessions M`` runs M such sessions at once, each a proces
 machine's lock, build cache and PCH folders as M separate ``pytest`` runs would. ``--deadline S`` stops the run after S
 seconds: judges in flight are stopped and left out (``cut_off`` lists them; ``cut_off_at`` gives each one's stage and
 the stages its supervisor had announced), and the phase's row counts those judged. ``long_settles``: each time phase that
-waited 4 s or more for a quiet GPU, with the candidates then in a shared GPU stage (init, run, stepped aside) beside it.
+waited 4 s or more for a quiet GPU, with the candidates then in a shared GPU stage (init, run, stepped aside) beside it;
+``settle_busy``: each wait of a second or more, with whose processes NVML saw busy meanwhile (a candidate's runner by name).
 
 GPU busy fraction: sampled with nvidia-smi every 0.5 s during the pipeline phase, and from
 the judges' own stage times (init + run + compare + time) over the phase's wall time. CPU: the
@@ -273,7 +274,8 @@ def judged_line(pck, result, started: float, busy: float | None, samples: bool) 
             "timed_calls": result.extra.timed_calls, "checked_calls": result.extra.checked_calls,
             "noisy": result.extra.speedup_noisy, "capped": result.extra.speedup_capped, "sandbox": result.extra.sandbox,
             "pairs": _pairs_timed(result), "input_variants": result.extra.input_variants,
-            "light_headers": result.extra.light_headers, "timing": _timing(result), "stages_at": result.extra.stages_at}  # fmt: skip
+            "light_headers": result.extra.light_headers, "timing": _timing(result), "stages_at": result.extra.stages_at,
+            "supervisor_pid": result.extra.supervisor_pid, "settle_busy": result.extra.settle_busy}  # fmt: skip
     if not result.correct:
         line["message"] = result.message if len(result.message) <= 1000 else f"{result.message[:300]} [...] {result.message[-700:]}"
     if samples and result.ref and result.new:  # each side's timing samples, in the order they were taken
@@ -349,7 +351,7 @@ def judge_pairs(pairs, config, jobs, judges, stop, started, busy=lambda: None, s
         if stop.is_set() and result.message.startswith("stopped during stage"):  # controller._lost: the deadline, not a verdict
             stopped.append({"candidate": pck[1].label, "from_t": begun, "stage": result.stage,
                             "stage_s": {k: round(v, 2) for k, v in result.stage_seconds.items()},
-                            "stages_at": result.extra.stages_at})  # fmt: skip
+                            "stages_at": result.extra.stages_at, "supervisor_pid": result.extra.supervisor_pid})  # fmt: skip
             return None
         line = judged_line(pck, result, started, busy(), samples)
         with _PRINTING:  # whole lines: a session's lines are read back by run_sessions
@@ -433,12 +435,13 @@ def run_phase(name, pairs, config, jobs, device, judges=1, corpus="synthetic", s
     row["cpu_s"]["pool_builds"] = build_cpu
     row["cut_off_at"], row["builds"] = end["stopped"], end["builds"]  # the judges stopped in flight; the pool's spans
     row["long_settles"] = long_settles(lines, end["stopped"])
+    row["settle_busy"] = settle_busy(lines, end["stopped"])
     if corpus != "synthetic":  # which candidate is which: first-call costs differ by kind (Triton JIT, nvcc, capture, inductor)
         row["by_kind"] = by_kind(lines)
     if lines:
         keep = ("t", "problem", "candidate", "kind", "outcome", "speedup", "wall_s", "stage_s", "lock_held_s", "split_s", "cpu_s",
                 "input_variants", "timing", "samples", "stages_at", "reference_shared",
-                "settle_gave_way")  # t: seconds into the run when it ended
+                "settle_gave_way", "supervisor_pid", "settle_busy")  # t: seconds into the run when it ended
         row["results"] = [{k: line[k] for k in keep if k in line}
                           for line in lines]  # fmt: skip
     print(json.dumps(row), flush=True)
@@ -468,6 +471,22 @@ def long_settles(lines: list[dict], stopped: list[dict], least: float = LONG_SET
         beside = sorted({c for c, st, a, b in spans if st in SHARED_GPU_STAGES and c != candidate and a <= start < b})
         found.append({"candidate": candidate, "from_t": round(start, 1), "seconds": round(end - start, 1), "beside": beside})
     return sorted(found, key=lambda x: x["from_t"])
+
+
+def settle_busy(lines: list[dict], stopped: list[dict]) -> list[dict]:
+    """Each settle of a second or more that NVML saw (``extra.settle_busy``): whose processes kept the GPU busy, a
+    judge's runner named by its candidate (the supervisor's pid names the runner's cgroup: judge/nvml.py)."""
+    by_pid = {str(x["supervisor_pid"]): x["candidate"] for x in [*lines, *stopped] if x.get("supervisor_pid")}
+
+    def name(owner: str) -> str:
+        supervisor, _, side = owner.partition("-")
+        return f"{by_pid[supervisor]} ({side})" if supervisor in by_pid else owner
+
+    found = []
+    for line in lines:
+        for note in line.get("settle_busy") or []:
+            found.append({"candidate": line["candidate"], "s": note["s"], "by": {name(k): n for k, n in note["by"].items()}})
+    return found
 
 
 def judged_again(pairs: list, before: dict | None) -> list:

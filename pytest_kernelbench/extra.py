@@ -38,6 +38,10 @@ class Extra:
     stepped_aside: int | None = None  # shared-phase calls stopped so that another judge could time
     reference_shared: bool | None = None  # its first call ran shared, the problem's footprint remembered (supervisor/memo.py)
     settle_gave_way: int | None = None  # times its time phase let the lock go while the GPU stayed busy (Device.settle)
+    # each settle of a second or more: its seconds and, by NVML's samples, whose processes kept the GPU busy ("by":
+    # "<supervisor pid>-<side>" for a judge's runner, else "pid N": judge/nvml.py), and how many samples saw each
+    settle_busy: list[dict[str, Any]] | None = None
+    supervisor_pid: int | None = None  # the evaluation's supervisor (which names a runner's cgroup: settle_busy)
     time_turns: int | None = None  # times its time phase, long, let another judge time between two rounds (Device.take_turn)
     time_turns_ended: int | None = None  # 1: a turn left the GPU busy longer than a turn, the phase took no more
     float32_precision: str | None = None  # "ieee": both runners without TF32, the tolerance being tighter (tolerance.py)

@@ -346,7 +346,7 @@ def test_a_gpu_kept_busy_past_a_turn_gives_the_lock_back_for_a_while_and_the_wai
     monkeypatch.setattr(device, "free_bytes", lambda: 2**36)
     probes: list[tuple[float, float]] = []  # (when, how long it may wait)
 
-    def busy_twice(deadline: float, pause: float = 0.0) -> float | None:
+    def busy_twice(deadline: float, pause: float = 0.0, tick=None) -> float | None:
         assert device._lock.is_locked and ctx.status.stage == "settle"
         probes.append((time.time(), deadline - time.monotonic()))
         return None if len(probes) < 3 else 0.0
@@ -372,7 +372,7 @@ def test_a_gpu_kept_busy_past_a_turn_gives_the_lock_back_for_a_while_and_the_wai
     assert seconds["settle"] + seconds.get("wait_lock", 0) > 2.5 and seconds.get("time", 0) < 1.0
     assert ctx.status.charged() < 1.0 and ctx.found.extra.lock_held_s["time"] < 1.5  # the 1 s and 2 s away are not held
 
-    monkeypatch.setattr(device, "until_quiet", lambda deadline, pause=0.0: None)
+    monkeypatch.setattr(device, "until_quiet", lambda deadline, pause=0.0, tick=None: None)
     cfg.setup_timeout = 0.2
     with pytest.raises(Verdict, match="stayed busy with other work for 0.2 s") as failed, device.hold("time"):
         device.settle()

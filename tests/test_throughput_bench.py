@@ -94,3 +94,13 @@ def test_a_long_settle_is_listed_with_the_candidates_then_in_a_shared_gpu_stage(
     found = throughput.long_settles([timer, quick], [hog, gone])
     assert found == [{"candidate": "timer", "from_t": 15.5, "seconds": 12.5, "beside": ["hog", "quick"]}], found
     assert throughput.long_settles([timer], [], least=13.0) == []
+
+
+def test_whose_processes_kept_a_settle_waiting_are_named_by_their_candidates():
+    """extra.settle_busy names a judge's runner by its supervisor's pid (judge/nvml.py); the run's record names its
+    candidate, judged or cut off."""
+    timer = {"candidate": "timer", "supervisor_pid": 100, "settle_busy": [{"s": 12.5, "by": {"300-candidate": 40, "pid 7": 2}}]}
+    other = {"candidate": "other", "supervisor_pid": 200, "settle_busy": None}
+    hog = {"candidate": "hog", "supervisor_pid": 300}
+    assert throughput.settle_busy([timer, other], [hog]) == [{"candidate": "timer", "s": 12.5, "by": {"hog (candidate)": 40, "pid 7": 2}}]
+    assert throughput.settle_busy([other], []) == []

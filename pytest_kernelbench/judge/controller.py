@@ -189,6 +189,7 @@ def evaluate(
         with log_path.open("wb") as log:
             proc = _start(config, work, spec, log)
             watcher = _StatusWatcher(Path(spec.status_path))
+            base.extra.supervisor_pid = proc.pid
             why = ""
             try:
                 why = _watch(proc, watcher, config, stop)

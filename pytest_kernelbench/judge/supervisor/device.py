@@ -14,13 +14,15 @@ from typing import Any
 import torch
 from filelock import Timeout
 
-from .. import cores
+from .. import cores, nvml
 from ..locking import admitted, cpu_timing_holder, device_lock, mark_cpu_timing, wait_while_cpu_timing
 from .plan import (
     PAUSE_LIMIT,
     PROBE_FLOOR_MAX_S,
     SETTLE_AWAY_MAX_S,
     SETTLE_AWAY_S,
+    SETTLE_NOTE_S,
+    SETTLE_NOTES,
     SETTLE_TURN_S,
     TIME_TURN_S,
     TURN_HANDOFF_S,
@@ -48,6 +50,7 @@ class Device:
         self._away: tuple[float, float, contextlib.ExitStack] | None = None  # sent back: since when, shared since, admission
         self._sent_back = False  # a request was sent back since the Timer last asked (take_sent_back)
         self._since = 0.0  # when the lock was last taken, or the GPU found quiet after it (take_turn)
+        self._util: nvml.ProcessUtilization | None | bool = False  # NVML's per-process samples (False: not opened yet)
         self._turns_over = False  # this phase takes no more turns (take_turn: its last one cost more than a turn)
 
     # -------------------------------------------------------------- the lock
@@ -265,12 +268,18 @@ class Device:
         ctx = self.ctx
         if not ctx.on_gpu:
             return 0.0
-        started = _perf_counter()
+        started, since_us, watch = _perf_counter(), time.time_ns() // 1000, []
         stage, limit = ctx.status.stage, ctx.cfg.setup_timeout
         deadline, away = time.monotonic() + limit, SETTLE_AWAY_S
+
+        def tick() -> None:  # the GPU was busy at the first probe: whose kernels (nvml.BusyWatch)
+            if not watch:
+                watch.append(nvml.BusyWatch(self.process_utilization(), since_us))
+            watch[0].tick()
+
         ctx.status.enter("settle")
         try:
-            while self.until_quiet(min(deadline, time.monotonic() + SETTLE_TURN_S), pause=0.001) is None:
+            while self.until_quiet(min(deadline, time.monotonic() + SETTLE_TURN_S), pause=0.001, tick=tick) is None:
                 if time.monotonic() >= deadline:
                     floor_us = (self.quiet_s or PROBE_FLOOR_MAX_S) * 1e6
                     raise Verdict("harness_error", f"the GPU stayed busy with other work for {limit:g} s before timing (no probe "
@@ -281,7 +290,20 @@ class Device:
         finally:
             ctx.status.enter(stage)
         self._since = _perf_counter()
+        if watch and self._since - started >= SETTLE_NOTE_S:
+            notes = ctx.found.extra.settle_busy or []
+            if len(notes) < SETTLE_NOTES:
+                ctx.found.extra.settle_busy = [*notes, {"s": round(self._since - started, 3), "by": watch[0].seen}]
         return self._since - started
+
+    def process_utilization(self) -> nvml.ProcessUtilization | None:
+        """This GPU's per-process samples, opened once (None without NVML)."""
+        if self._util is False:
+            self._util = None  # a diagnosis: never the phase's failure
+            with contextlib.suppress(RuntimeError, AttributeError):
+                uuid = str(getattr(torch.cuda.get_device_properties(self.ctx.device), "uuid", ""))
+                self._util = nvml.ProcessUtilization.open(uuid) if uuid else None
+        return self._util
 
     def give_way(self, seconds: float) -> None:
         """Holding the device alone on a GPU another judge's kernel keeps busy: let the lock go for ``seconds``, with
@@ -297,9 +319,10 @@ class Device:
         self._let_go_alone(away)
         ctx.status.enter("settle")
 
-    def until_quiet(self, deadline: float, pause: float = 0.0) -> float | None:
+    def until_quiet(self, deadline: float, pause: float = 0.0, tick: Callable[[], None] | None = None) -> float | None:
         """Probe until one comes back as fast as on a quiet GPU: 0.0 when the first one does, else the seconds
-        it took; None when ``deadline`` (time.monotonic) passed first. ``pause``: seconds between probes."""
+        it took; None when ``deadline`` (time.monotonic) passed first. ``pause``: seconds between probes; ``tick``:
+        called between them, once the first one found the GPU busy."""
         if self.quiet_s is None:
             self.quiet_s = self.probe_floor()
         start = _perf_counter()
@@ -308,6 +331,8 @@ class Device:
         while self._probe() > self.quiet_s:
             if time.monotonic() > deadline:
                 return None
+            if tick is not None:
+                tick()
             if pause:
                 time.sleep(pause)
         return _perf_counter() - start

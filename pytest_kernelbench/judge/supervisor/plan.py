@@ -72,6 +72,9 @@ PAIR_START_S = 10.0  # time_again: a new pair of runners' start, beyond the firs
 SETTLE_TURN_S = 20.0
 SETTLE_AWAY_S = 5.0
 SETTLE_AWAY_MAX_S = 60.0
+# a settle this long keeps whose processes NVML saw busy meanwhile (extra.settle_busy: judge/nvml.py), SETTLE_NOTES at most
+SETTLE_NOTE_S = 1.0
+SETTLE_NOTES = 20
 # A quiet GPU's probe (Device.probe_floor) is taken as 3x the median round trip, at least the median + 100 us, and at most
 # PROBE_FLOOR_MAX_S: H200, 2026-11-30 (benchmarks/experiments/probe_beside_kernel.py): quiet, a median of 14-17 us (a
 # floor of 113-117 us); beside another process's one long kernel, 211 us at least and 2.4 ms at the median (its time
