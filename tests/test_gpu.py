@@ -143,12 +143,16 @@ def _long_kernel(x):
 """
 
 
-def test_a_kernel_longer_than_its_owners_step_aside_is_waited_for_uncharged_and_the_lock_given_back_meanwhile():
+@pytest.mark.parametrize("charge", ["", "1"])
+def test_a_kernel_longer_than_its_owners_step_aside_is_waited_for_uncharged_and_the_lock_given_back_meanwhile(charge, monkeypatch):
     """Device.settle: a judge that comes to time while another judge's kernel of 40 s runs (its owner stepped aside)
     waits for a quiet GPU charged to no one, giving the lock back after a turn (plan.SETTLE_TURN_S, 20 s), and both end
-    correct. Giving the lock back is tested on the CPU too (tests/test_locking.py), with the probe replaced."""
+    correct. Giving the lock back is tested on the CPU too (tests/test_locking.py), with the probe replaced. With
+    KB_CHARGE_STOPPED_KERNELS=1 the seconds its kernel ran while its owner was stopped are the owner's (NVML)."""
     import concurrent.futures
     import time
+
+    monkeypatch.setenv("KB_CHARGE_STOPPED_KERNELS", charge)
 
     from pytest_kernelbench.candidates import Candidate
     from pytest_kernelbench.judge.supervisor.plan import SETTLE_TURN_S
@@ -173,6 +177,8 @@ def test_a_kernel_longer_than_its_owners_step_aside_is_waited_for_uncharged_and_
         runner = f"{slow_result.extra.supervisor_pid}-candidate"
         assert any(runner in note["by"] for note in quick.extra.settle_busy or []), (runner, quick.extra.settle_busy)
     assert (slow_result.extra.stepped_aside or 0) >= 1, slow_result.extra
+    own = (slow_result.extra.split_s or {}).get("stepped_aside.own_kernels", 0.0)
+    assert (own > 10.0) if charge else (own == 0.0), (own, slow_result.extra.split_s)
 
 
 def test_nvml_names_the_process_whose_kernel_keeps_the_gpu_busy():

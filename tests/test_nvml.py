@@ -62,7 +62,7 @@ def test_a_settle_of_a_second_or_more_keeps_whose_processes_kept_the_gpu_busy(mo
     device = dev.Device(ctx)
     device.quiet_s = 114e-6
     monkeypatch.setattr(device, "_probe", lambda: 1e-3 if time.monotonic() < busy_until else 14e-6)
-    monkeypatch.setattr(device, "process_utilization", lambda: SimpleNamespace(busy=lambda since: {os.getpid() + 10**6: 99}))
+    monkeypatch.setattr(device.processes, "utilization", lambda: SimpleNamespace(busy=lambda since: {os.getpid() + 10**6: 99}))
     waited = device.settle()
     assert 1.1 < waited < 5 and len(extra.settle_busy) == 1, extra.settle_busy
     [note] = extra.settle_busy
@@ -71,3 +71,69 @@ def test_a_settle_of_a_second_or_more_keeps_whose_processes_kept_the_gpu_busy(mo
     busy_until = time.monotonic() + 0.2
     device.settle()  # shorter than SETTLE_NOTE_S: not kept
     assert len(extra.settle_busy) == 1
+
+
+def test_own_busy_charges_the_share_of_a_wait_its_processes_were_seen_busy(monkeypatch):
+    """KB_CHARGE_STOPPED_KERNELS=1: the seconds a stopped candidate's kernels ran on are its own (Runners.step_aside)."""
+    monkeypatch.setattr(nvml, "TICK_S", 0.02)
+    busy_until = time.monotonic() + 0.3
+
+    class Util:
+        def busy(self, since_us):
+            return {77: 90, 78: 5} if time.monotonic() < busy_until else {78: 5}
+
+    watch = nvml.OwnBusy(Util(), [77, 79])
+    time.sleep(0.6)
+    own = watch.stop()
+    assert watch.ticks >= 10 and 0 < watch.busy_ticks < watch.ticks, (watch.ticks, watch.busy_ticks)
+    assert 0.15 < own < 0.45, own  # about the first 0.3 s of the 0.6 s wait
+    assert nvml.OwnBusy(Util(), [79]).stop() == 0.0  # not its processes
+
+
+def test_a_step_aside_charges_the_candidate_for_its_kernels_that_ran_while_it_was_stopped(monkeypatch, tmp_path):
+    """Runners.step_aside with KB_CHARGE_STOPPED_KERNELS=1: the aside's seconds its processes were busy (NVML, replaced
+    here) are not added to its call's deadline, and its time limit counts them; without the setting, none are."""
+    from pytest_kernelbench.judge.supervisor.record import Findings, Status
+    from pytest_kernelbench.judge.supervisor.sides import Runners
+
+    monkeypatch.setattr(nvml, "TICK_S", 0.02)
+
+    class Util:
+        def busy(self, since_us):
+            return {4242: 99}
+
+    events = []
+    from pytest_kernelbench.judge.supervisor.device import Device
+
+    status = Status(str(tmp_path / "status"))
+    status.enter("run")
+    ctx = SimpleNamespace(on_gpu=True, status=status, found=Findings())
+    device = Device(ctx)
+    monkeypatch.setattr(device, "wanted", lambda: 1 << 20)
+    monkeypatch.setattr(device, "requeue", lambda: time.sleep(0.4))
+    monkeypatch.setattr(device.processes, "utilization", lambda: Util())
+    runners = Runners(ctx, device)
+    monkeypatch.setattr(runners, "freeze", lambda side: events.append("freeze"))
+    side = SimpleNamespace(members=lambda: [4242], thaw=lambda: events.append("thaw"))
+    charged_before = status.charged()
+    assert runners.step_aside(side) > 0.3 and status.charged_apart == 0.0  # the setting off: all of it no one's
+    monkeypatch.setenv("KB_CHARGE_STOPPED_KERNELS", "1")
+    uncharged = runners.step_aside(side)
+    assert uncharged < 0.1 and 0.3 < status.charged_apart < 0.6, (uncharged, status.charged_apart)
+    assert status.charged() - charged_before > status.charged_apart  # its run stage's time, and its kernels'
+    assert ctx.found.extra.split_s["stepped_aside.own_kernels"] == status.charged_apart
+    assert events == ["freeze", "thaw", "freeze", "thaw"] and ctx.found.extra.stepped_aside == 2
+
+
+def test_a_judges_view_of_its_gpu_opens_nvml_once_and_a_failing_ask_is_no_view(monkeypatch):
+    opened = []
+    monkeypatch.setattr(nvml.ProcessUtilization, "open", classmethod(lambda cls, uuid: opened.append(uuid) or "util"))
+    view = nvml.GpuProcesses(lambda: "GPU-1")
+    assert view.utilization() == view.utilization() == "util" and opened == ["GPU-1"]
+
+    def no_gpu() -> str:
+        raise RuntimeError("no CUDA GPUs are available")
+
+    assert nvml.GpuProcesses(no_gpu).utilization() is None and opened == ["GPU-1"]
+    monkeypatch.delenv("KB_CHARGE_STOPPED_KERNELS", raising=False)
+    assert view.watch_stopped([1]) is None  # the experiment is off unless asked for

@@ -7,6 +7,10 @@ see from its own context; the driver's per-process samples say it. ``BusyWatch``
 names each process by the cgroup the judge put it in (``<supervisor pid>-<side>-<n>``: judge/cgroups.py), so that a
 run's record can say whose candidate it was (``extra.settle_busy``; benchmarks/throughput.py maps the supervisor's pid
 to its candidate). Where NVML or cgroups are not there, nothing is named and nothing else changes.
+
+``OwnBusy`` is the other side of it, an experiment (``KB_CHARGE_STOPPED_KERNELS=1``): while a judge's own candidate is
+stopped for another judge's timing (a step aside), whether NVML sees its processes busy; the seconds they were are the
+candidate's, not no one's (judge/supervisor/sides.py ``Runners.step_aside``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import threading
 import time
+from collections.abc import Callable, Iterable
 
 _NOT_FOUND = 6  # NVML_ERROR_NOT_FOUND: no sample since the time asked
 _INSUFFICIENT_SIZE = 7  # NVML_ERROR_INSUFFICIENT_SIZE: the count, asked with no buffer
@@ -97,3 +103,57 @@ class BusyWatch:
                 name = owner(pid, self._proc)
                 self.seen[name] = self.seen.get(name, 0) + 1
         self._since = asked_at
+
+
+class OwnBusy:
+    """While a candidate is stopped: every TICK_S, in a thread, whether NVML sees any of ``pids`` busy. :meth:`stop`
+    gives the seconds that were its own: the wait's length times the share of the samples that saw it busy."""
+
+    def __init__(self, util: ProcessUtilization, pids: Iterable[int]):
+        self._util, self._pids = util, frozenset(pids)
+        self._since, self._start = time.time_ns() // 1000, time.monotonic()
+        self.ticks = self.busy_ticks = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kb-own-busy", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(TICK_S):
+            asked_at = time.time_ns() // 1000
+            busy = self._util.busy(self._since)
+            self._since = asked_at
+            self.ticks += 1
+            self.busy_ticks += bool(self._pids & busy.keys())
+
+    def stop(self) -> float:
+        self._done.set()
+        self._thread.join()
+        elapsed = time.monotonic() - self._start
+        return elapsed * self.busy_ticks / self.ticks if self.ticks else 0.0
+
+
+class GpuProcesses:
+    """One judge's view of its GPU's processes: NVML opened on first use (``uuid``: the GPU's, asked then), and the
+    watches over it."""
+
+    def __init__(self, uuid: Callable[[], str]):
+        self._uuid = uuid
+        self._util: ProcessUtilization | None | bool = False  # False: not opened yet
+
+    def utilization(self) -> ProcessUtilization | None:
+        if self._util is False:
+            self._util = None  # a diagnosis: never a phase's failure
+            try:
+                uuid = self._uuid()
+            except (RuntimeError, AttributeError):
+                uuid = ""
+            self._util = ProcessUtilization.open(uuid) if uuid else None
+        return self._util
+
+    def watch_stopped(self, pids: Iterable[int]) -> OwnBusy | None:
+        """KB_CHARGE_STOPPED_KERNELS=1 (an experiment), with NVML: a watch over a stopped candidate's processes, whose
+        kernels may run on (Runners.step_aside charges it what :meth:`OwnBusy.stop` gives)."""
+        if os.environ.get("KB_CHARGE_STOPPED_KERNELS") != "1":
+            return None
+        util = self.utilization()
+        return OwnBusy(util, pids) if util is not None else None

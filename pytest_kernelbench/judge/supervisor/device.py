@@ -50,7 +50,7 @@ class Device:
         self._away: tuple[float, float, contextlib.ExitStack] | None = None  # sent back: since when, shared since, admission
         self._sent_back = False  # a request was sent back since the Timer last asked (take_sent_back)
         self._since = 0.0  # when the lock was last taken, or the GPU found quiet after it (take_turn)
-        self._util: nvml.ProcessUtilization | None | bool = False  # NVML's per-process samples (False: not opened yet)
+        self.processes = nvml.GpuProcesses(lambda: str(getattr(torch.cuda.get_device_properties(ctx.device), "uuid", "")))
         self._turns_over = False  # this phase takes no more turns (take_turn: its last one cost more than a turn)
 
     # -------------------------------------------------------------- the lock
@@ -274,7 +274,7 @@ class Device:
 
         def tick() -> None:  # the GPU was busy at the first probe: whose kernels (nvml.BusyWatch)
             if not watch:
-                watch.append(nvml.BusyWatch(self.process_utilization(), since_us))
+                watch.append(nvml.BusyWatch(self.processes.utilization(), since_us))
             watch[0].tick()
 
         ctx.status.enter("settle")
@@ -296,14 +296,13 @@ class Device:
                 ctx.found.extra.settle_busy = [*notes, {"s": round(self._since - started, 3), "by": watch[0].seen}]
         return self._since - started
 
-    def process_utilization(self) -> nvml.ProcessUtilization | None:
-        """This GPU's per-process samples, opened once (None without NVML)."""
-        if self._util is False:
-            self._util = None  # a diagnosis: never the phase's failure
-            with contextlib.suppress(RuntimeError, AttributeError):
-                uuid = str(getattr(torch.cuda.get_device_properties(self.ctx.device), "uuid", ""))
-                self._util = nvml.ProcessUtilization.open(uuid) if uuid else None
-        return self._util
+    def charge_stopped(self, watch: nvml.OwnBusy | None) -> float:
+        """The seconds a stopped candidate's kernels ran on (:meth:`watch_stopped`), charged to it; 0.0 without a watch."""
+        own = watch.stop() if watch is not None else 0.0
+        if own:
+            self.ctx.status.charge(own)
+            self.ctx.found.tally("split_s", "stepped_aside.own_kernels", own)
+        return own
 
     def give_way(self, seconds: float) -> None:
         """Holding the device alone on a GPU another judge's kernel keeps busy: let the lock go for ``seconds``, with

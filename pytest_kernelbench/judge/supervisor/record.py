@@ -45,6 +45,7 @@ class Status:
         self._t0 = self._entered = started if started is not None else _perf_counter()
         self.stage_seconds: dict[str, float] = {}
         self.timeline: list[list[Any]] = []  # [stage, seconds since the start] at each entry (extra.stages_at)
+        self.charged_apart = 0.0  # seconds charged outside the charged stages (charge)
 
     def enter(self, stage: str) -> None:
         assert stage in STAGES, f"stage {stage!r} is not in judge/stages.py"
@@ -57,9 +58,14 @@ class Status:
         self._fh.flush()
 
     def charged(self) -> float:
-        """The candidate's seconds so far (:data:`stages.CHARGED`)."""
-        spent = sum(v for k, v in self.stage_seconds.items() if charged(k))
+        """The candidate's seconds so far (:data:`stages.CHARGED`, and what :meth:`charge` added)."""
+        spent = sum(v for k, v in self.stage_seconds.items() if charged(k)) + self.charged_apart
         return spent + (_perf_counter() - self._entered if charged(self.stage) else 0.0)
+
+    def charge(self, seconds: float) -> None:
+        """Seconds of an uncharged stage that were the candidate's after all (its kernels, running while it was
+        stopped: Runners.step_aside); its time limit counts them."""
+        self.charged_apart += seconds
 
 
 class Findings:

@@ -431,24 +431,24 @@ class Runners:
             raise Verdict("harness_error" if side.trusted else "runtime_error", text + side.log_tail(self.ctx.cfg.log_chars))
 
     def step_aside(self, side: Side) -> float:
-        """In a shared phase, while ``side`` is in a long call and an exclusive holder waits whose memory fits: stop
-        the side's process tree, let the lock go and queue for it again (behind the waiting one, whose timing phase
-        first waits for the GPU to be quiet: Device.settle), then continue the side. Returns the seconds it took
-        (charged to no one). A Triton autotune stopped so times one of its configurations too slow at most (it takes
-        medians of many launches)."""
+        """In a shared phase, while ``side`` is in a long call and an exclusive holder waits whose memory fits: stop the
+        side's tree, let the lock go and queue for it again (behind the waiting one, which first waits for a quiet GPU:
+        Device.settle), then continue the side. Returns the seconds it took, charged to no one but the part its kernels
+        ran on (Device.charge_stopped). A Triton autotune stopped so times one configuration too slow at most."""
         if self.device.wanted() is None:
             return 0.0
-        status = self.ctx.status
-        stage, started = status.stage, time.monotonic()
+        status, stage, started = self.ctx.status, self.ctx.status.stage, time.monotonic()
         status.enter("stepped_aside")
         self.freeze(side)
+        watch = self.device.processes.watch_stopped(side.members()) if self.ctx.on_gpu else None
         try:
             self.device.requeue()
         finally:
+            own = self.device.charge_stopped(watch)
             side.thaw()
             status.enter(stage)
         self.ctx.found.count("stepped_aside")
-        return time.monotonic() - started
+        return time.monotonic() - started - own
 
     def freeze(self, side: Side) -> None:
         """Stop a candidate's tree between requests; in a GPU time phase, bind its threads to the timing core again. A
