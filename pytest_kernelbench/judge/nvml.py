@@ -22,8 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-_NOT_FOUND = 6  # NVML_ERROR_NOT_FOUND: no sample since the time asked
-_INSUFFICIENT_SIZE = 7  # NVML_ERROR_INSUFFICIENT_SIZE: the count, asked with no buffer
+_INSUFFICIENT_SIZE = 7  # NVML_ERROR_INSUFFICIENT_SIZE: the count, asked with no buffer (NOT_FOUND, 6: no sample since)
 _SIDE_CGROUP = re.compile(r"^(\d+)-([a-z]+)-\d+$")  # judge/cgroups.py: Cgroup.create(f"{side}-{n}") in supervisor <pid>
 TICK_S = 0.25  # how often a watch asks (a sample covers a sampling period of the driver's: 1/6 s to 1 s)
 

@@ -34,8 +34,6 @@ class Verdict(Exception):
         self.outcome, self.message = outcome, message
 
 
-
-
 class Status:
     """Appends ``<stage> <seconds>`` lines for the controller and keeps the seconds spent per stage."""
 
